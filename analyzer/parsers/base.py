@@ -1,0 +1,241 @@
+"""The parser contract shared by every `analyzer/parsers/<tool>.py` module.
+
+A parser module exposes three names and nothing else is required of it:
+
+- ``TABLES: dict[str, Table]`` — the schema of every table it produces (column, dtype, unit,
+  meaning). `docs/tables.md` is generated from these declarations.
+- ``sniff(head: str, name: str) -> float`` — confidence in [0, 1] that a file whose first
+  bytes (decoded leniently, at most ``SNIFF_BYTES``) are ``head`` and whose base name is
+  ``name`` was produced by this tool. Content decides; the name is only a hint.
+- ``parse(path: Path, ctx: ParseContext) -> ParseResult`` — reads the file lazily (files
+  can exceed a gigabyte: never one Python string of the whole file), tokenizes with
+  polars expressions, then casts once against ``TABLES``.
+
+Every line of the input is accounted for in ``Coverage``: either it contributed to a row
+(``parsed``), or it is structure of the tool's output (banners, headers, blank lines:
+``structure``), or it was skipped with a reason (``skipped``). ``total`` is the sum of the
+three, checked by ``Coverage.check``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import codecs
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+
+SNIFF_BYTES = 64 * 1024
+TS = pl.Datetime("us", "UTC")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table: name, polars dtype, unit ('' when none) and meaning."""
+
+    name: str
+    dtype: pl.DataType
+    unit: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """A declared table schema. ``doc`` says what one row is."""
+
+    doc: str
+    columns: tuple[Column, ...]
+
+    @property
+    def schema(self) -> dict[str, pl.DataType]:
+        return {c.name: c.dtype for c in self.columns}
+
+    def conform(self, frame: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
+        """Cast ``frame`` to this schema: declared columns in order, missing ones as NULL.
+
+        Columns the frame has but the schema does not are dropped (they must not reach the
+        store undocumented). Casts are strict=False only for NULL-able numeric narrowing,
+        which parsers are expected to have done already.
+        """
+        lf = frame.lazy()
+        have = set(lf.collect_schema().names())
+        exprs = [
+            (pl.col(c.name) if c.name in have else pl.lit(None)).cast(c.dtype).alias(c.name)
+            for c in self.columns
+        ]
+        return lf.select(exprs)
+
+
+def table(doc: str, *columns: tuple[str, pl.DataType, str, str]) -> Table:
+    """Shorthand: ``table("one row per sample", ("ts", TS, "", "sample time"), ...)``."""
+    return Table(doc=doc, columns=tuple(Column(*c) for c in columns))
+
+
+@dataclass
+class Coverage:
+    """Line accounting for one input file.
+
+    ``structure``: reason -> count for lines that are legitimate non-data output of the
+    tool (``banner``, ``header``, ``blank``, ``average``...). ``skipped``: reason -> count
+    for lines that were not used (garbage, truncated, stderr noise, unknown format).
+    """
+
+    total: int = 0
+    parsed: int = 0
+    structure: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def add_structure(self, reason: str, n: int) -> None:
+        if n:
+            self.structure[reason] = self.structure.get(reason, 0) + int(n)
+
+    def add_skipped(self, reason: str, n: int) -> None:
+        if n:
+            self.skipped[reason] = self.skipped.get(reason, 0) + int(n)
+
+    @property
+    def n_structure(self) -> int:
+        return sum(self.structure.values())
+
+    @property
+    def n_skipped(self) -> int:
+        return sum(self.skipped.values())
+
+    @property
+    def parsed_pct(self) -> float | None:
+        """Share of data lines parsed: parsed / (parsed + skipped), in percent."""
+        data = self.parsed + self.n_skipped
+        return None if data == 0 else 100.0 * self.parsed / data
+
+    def check(self) -> None:
+        """Raise AssertionError when lines are unaccounted for (a parser bug, not input)."""
+        accounted = self.parsed + self.n_structure + self.n_skipped
+        if accounted != self.total:
+            raise AssertionError(
+                f"coverage does not add up: total={self.total} parsed={self.parsed} "
+                f"structure={self.structure} skipped={self.skipped}"
+            )
+
+
+@dataclass
+class ParseContext:
+    """What a parser may know about the bundle besides its own file.
+
+    All datetimes are timezone-aware UTC. Everything may be None for hand-made bundles.
+    ``tz`` is the host's IANA zone name (or a POSIX TZ such as ``UTC0``), used only for
+    timestamps printed in local time without an offset. ``command`` is the command line
+    the manifest records for this file (e.g. ``vmstat -t -w -S M 1 60``).
+    ``boot_time`` is the wall-clock time of boot (from the clock anchors), used to place
+    raw ``[seconds]`` kernel timestamps.
+    """
+
+    file_name: str = ""
+    tz: str | None = None
+    capture_start: datetime | None = None
+    capture_end: datetime | None = None
+    interval_s: float | None = None
+    boot_time: datetime | None = None
+    command: str | None = None
+    host: str | None = None
+    max_line_bytes: int = 1024 * 1024
+    max_lines: int = 50_000_000
+
+
+@dataclass
+class ParseResult:
+    """Tables produced from one file plus its coverage and file-level facts.
+
+    ``tables`` maps a declared table name to a frame; the store conforms it to the
+    declared schema. ``meta`` holds facts read from the file itself (``host``, ``kernel``,
+    ``date``, ``cpus``, ``tool_version``) that the pipeline may show.
+    """
+
+    tables: dict[str, pl.DataFrame | pl.LazyFrame]
+    coverage: Coverage
+    meta: Mapping[str, object] = field(default_factory=dict)
+
+
+def read_lines(path: Path, name: str = "line") -> pl.LazyFrame:
+    """Lazily scan ``path`` as one string column ``line`` plus ``line_no`` (1-based, u32).
+
+    Blank lines are kept (they count as lines). A trailing ``\\r`` (CRLF files) and NUL
+    bytes are removed. Files that are not valid UTF-8 are first copied once, in chunks,
+    with invalid bytes replaced by U+FFFD (see ``utf8_clean_copy``); the caller's
+    coverage should note it via ``needs_utf8_repair``.
+    """
+    source = utf8_clean_copy(path) if needs_utf8_repair(path) else path
+    return (
+        pl.scan_lines(source, name=name)
+        .with_row_index("line_no", offset=1)
+        .with_columns(pl.col(name).str.replace_all("\x00", "", literal=True).str.strip_suffix("\r"))
+    )
+
+
+def needs_utf8_repair(path: Path, chunk: int = 1 << 22) -> bool:
+    """True when the file is not valid UTF-8, checked by streaming (ASCII chunks are
+    skipped at memory speed; only chunks with high bytes go through the decoder)."""
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(chunk):
+                if block.isascii() and not decoder.getstate()[0]:
+                    continue
+                decoder.decode(block)
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+_SCRATCH_DIRS: list[Path] = []
+
+
+def utf8_clean_copy(path: Path, chunk: int = 1 << 22) -> Path:
+    """Copy ``path`` into a private temporary directory with invalid bytes replaced.
+
+    The input's own directory is never written to (it may be the user's bundle
+    directory). Temporary copies are removed by `remove_scratch()` or at exit.
+    """
+    scratch = Path(tempfile.mkdtemp(prefix="hindsight-utf8-"))
+    if not _SCRATCH_DIRS:
+        atexit.register(remove_scratch)
+    _SCRATCH_DIRS.append(scratch)
+    target = scratch / "clean.txt"
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    with open(path, "rb") as src, open(target, "w", encoding="utf-8", newline="") as out:
+        while block := src.read(chunk):
+            out.write(decoder.decode(block))
+        out.write(decoder.decode(b"", final=True))
+    return target
+
+
+def remove_scratch() -> None:
+    """Remove the temporary copies made by `utf8_clean_copy`."""
+    while _SCRATCH_DIRS:
+        shutil.rmtree(_SCRATCH_DIRS.pop(), ignore_errors=True)
+
+
+def read_head(path: Path, n: int = SNIFF_BYTES) -> str:
+    """First ``n`` bytes of a file decoded leniently (for sniffing and banners)."""
+    with open(path, "rb") as f:
+        return f.read(n).decode("utf-8", "replace").replace("\x00", "")
+
+
+def decimal_number(expr: pl.Expr) -> pl.Expr:
+    """A numeric token as Float64, accepting a decimal comma (``9,23`` -> 9.23).
+
+    Sysstat under de_DE prints decimal commas; no sysstat field uses a thousands
+    separator, so a single comma is always the decimal mark.
+    """
+    return expr.str.strip_chars().str.replace(",", ".", literal=True).cast(pl.Float64, strict=False)
+
+
+def int_number(expr: pl.Expr) -> pl.Expr:
+    """An integer token as Int64 (NULL when not an integer)."""
+    return expr.str.strip_chars().cast(pl.Int64, strict=False)

@@ -1,0 +1,124 @@
+"""Stage 4, *store*: one DuckDB database per analysis (in memory or the ``--db`` file).
+
+One table per source entity, named and typed as the parsers declare in their ``TABLES``
+(see docs/tables.md), plus the store's own ``bundle`` and ``collectors`` tables declared
+here. Every source table also gets a ``source_file`` column (the bundle-relative path of
+the input file each row came from) so every number traces back to its file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from analyzer.parsers import PARSERS
+from analyzer.parsers.base import TS, Table, table
+
+SOURCE_FILE_DOC = "bundle-relative path of the input file the row came from (added by the store)"
+
+BUNDLE = table(
+    "One row describing the analysed bundle and the capture it holds.",
+    ("name", pl.String, "", "bundle name (archive or directory name without extension)"),
+    ("source_path", pl.String, "", "path of the bundle as given to analyze"),
+    ("host", pl.String, "", "host name from the manifest, else from tool banners"),
+    ("kernel", pl.String, "", "kernel release"),
+    ("os", pl.String, "", "operating system (os-release PRETTY_NAME)"),
+    ("arch", pl.String, "", "machine architecture"),
+    ("cpus", pl.Int32, "count", "logical CPUs"),
+    ("start_utc", TS, "UTC", "capture start (manifest, else first timestamp seen)"),
+    ("end_utc", TS, "UTC", "capture end (manifest, else last timestamp seen)"),
+    ("interval_s", pl.Float64, "s", "sampling interval of the time-series collectors"),
+    ("timezone", pl.String, "", "the host's time zone (IANA name) when known"),
+    ("capture_version", pl.String, "", "version of the capture script"),
+    ("format_version", pl.Int32, "", "bundle format version from the manifest"),
+    ("manifest_present", pl.Boolean, "", "whether a valid manifest.json was found"),
+    ("interrupted", pl.Boolean, "", "the capture was interrupted (SIGINT/SIGTERM)"),
+    ("refused_members", pl.Int32, "count", "archive members refused by the safe reader"),
+    ("notes", pl.String, "", "manifest and bundle notes, one per line"),
+    ("analyzer_version", pl.String, "", "Hindsight version that made this database"),
+    ("analyzed_at", TS, "UTC", "when the analysis ran"),
+)
+
+COLLECTORS = table(
+    "One row per file in the bundle (and per refused archive member): what it was and how much of it was used.",
+    ("file", pl.String, "", "bundle-relative path"),
+    ("collector", pl.String, "", "collector name from the manifest, else the file stem"),
+    ("tool", pl.String, "", "tool identified from the content (NULL when unrecognised)"),
+    ("status", pl.String, "", "parsed | partial | empty | unrecognised | failed | refused | parser pending | missing | skipped | timeout | metadata"),
+    ("bytes", pl.Int64, "bytes", "file size"),
+    ("lines_total", pl.Int64, "lines", "lines in the file"),
+    ("lines_parsed", pl.Int64, "lines", "lines that became rows"),
+    ("lines_structure", pl.Int64, "lines", "banners, headers, blank lines and other non-data output of the tool"),
+    ("lines_skipped", pl.Int64, "lines", "lines not used, each counted under a reason"),
+    ("parsed_pct", pl.Float64, "%", "lines_parsed / (lines_parsed + lines_skipped) × 100"),
+    ("skip_reasons", pl.String, "", "JSON object: reason -> line count (skipped and structure)"),
+    ("notes", pl.String, "", "parser notes (derived timestamps, assumed units...), one per line"),
+    ("stderr_tail", pl.String, "", "last lines of the collector's .err file, when not empty"),
+    ("exit_code", pl.Int32, "", "collector exit status (manifest or .status file)"),
+    ("manifest_status", pl.String, "", "status the capture recorded (ok, missing, failed, skipped, timeout)"),
+    ("reason", pl.String, "", "why the file was not (fully) used, or the capture's reason"),
+    ("tables", pl.String, "", "comma-separated tables the file contributed rows to"),
+)
+
+STORE_TABLES: dict[str, Table] = {"bundle": BUNDLE, "collectors": COLLECTORS}
+
+
+def declared_tables() -> dict[str, Table]:
+    """Every table the analyzer can create, by name (store's own and all parsers')."""
+    tables: dict[str, Table] = dict(STORE_TABLES)
+    for module in PARSERS.values():
+        for name, t in module.TABLES.items():
+            tables.setdefault(name, t)
+    return tables
+
+
+class Store:
+    """A DuckDB database holding one analysis."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        if path is not None and path.exists():
+            path.unlink()
+            Path(str(path) + ".wal").unlink(missing_ok=True)
+        self.path = path
+        self.con = duckdb.connect(str(path) if path else ":memory:")
+        self.con.sql("SET TimeZone = 'UTC'")
+        self._tables = declared_tables()
+        self._created: set[str] = set()
+
+    def write(self, name: str, frame: pl.DataFrame | pl.LazyFrame, source_file: str | None) -> int:
+        """Append ``frame`` to table ``name`` after conforming it to the declared schema.
+
+        Returns the number of rows written.
+        """
+        declared = self._tables.get(name)
+        if declared is None:
+            raise KeyError(f"table {name!r} is not declared by any parser")
+        df = declared.conform(frame).collect(engine="streaming")
+        arrow = df.to_arrow()
+        del df
+        self.con.register("_incoming", arrow)
+        try:
+            src = "NULL" if name in STORE_TABLES else _sql_literal(source_file)
+            extra = "" if name in STORE_TABLES else f", {src}::VARCHAR AS source_file"
+            if name in self._created:
+                self.con.sql(f'INSERT INTO "{name}" SELECT *{extra} FROM _incoming')
+            else:
+                self.con.sql(f'CREATE TABLE "{name}" AS SELECT *{extra} FROM _incoming')
+                self._created.add(name)
+        finally:
+            self.con.unregister("_incoming")
+        return arrow.num_rows
+
+    def tables(self) -> list[str]:
+        return sorted(self._created)
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def _sql_literal(value: str | None) -> str:
+    if value is None:
+        return "NULL"
+    return "'" + value.replace("'", "''") + "'"
