@@ -31,8 +31,14 @@ from analyzer.errors import BundleError
 
 try:  # ISA-L gzip: several times faster than zlib; optional.
     from isal import igzip as _gzip
+    from isal.isal_zlib import error as _isal_error
 except ImportError:  # pragma: no cover - exercised only without isal
     import gzip as _gzip
+
+    _isal_error = zlib.error
+
+# Everything a corrupt, truncated or non-tar stream can raise while we read it.
+_STREAM_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, _isal_error)
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -195,7 +201,7 @@ def _extract(
             tar = tarfile.open(fileobj=counter, mode="r|")  # type: ignore[arg-type]
         else:
             tar = tarfile.open(fileobj=counter, mode="r|*")  # type: ignore[arg-type]
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+    except _STREAM_ERRORS as e:
         raw.close()
         raise BundleError(f"{source}: not a readable tar archive ({_short(e)})") from None
     seen: set[str] = set()
@@ -254,7 +260,7 @@ def _extract(
             seen.add(rel)
             total += written
             bundle.files.append(BundleFile(rel=rel, path=target, size=written))
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+    except _STREAM_ERRORS as e:
         # Truncated or corrupt stream: keep every member that was complete.
         bundle.truncated = (
             f"archive is truncated or corrupt after {len(bundle.files)} file(s): {_short(e)}"
