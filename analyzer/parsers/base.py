@@ -30,6 +30,8 @@ from pathlib import Path
 
 import polars as pl
 
+from analyzer.errors import ParseError as ParseError  # re-exported for parsers
+
 SNIFF_BYTES = 64 * 1024
 TS = pl.Datetime("us", "UTC")
 
@@ -64,6 +66,8 @@ class Table:
         """
         lf = frame.lazy()
         have = set(lf.collect_schema().names())
+        if not have:  # a frame without columns has no rows to keep
+            return pl.DataFrame(schema=self.schema).lazy()
         exprs = [
             (pl.col(c.name) if c.name in have else pl.lit(None)).cast(c.dtype).alias(c.name)
             for c in self.columns

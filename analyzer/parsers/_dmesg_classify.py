@@ -1,0 +1,226 @@
+"""Classify kernel log messages and group multi-line reports into events (private helper).
+
+Input: a frame with one row per kernel log line (`message`, `rec` = printk record id,
+`is_cont` = line is an unstamped continuation of the record, `stamp_key` = a sub-second
+timestamp string or NULL). Output adds `kind`, the extracted fields and `event_id` /
+`event_kind`. Everything is regex over the message column (polars), no loop per line.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+MAX_REPORT_GAP_S = 30.0
+# Kinds that open a new event (oom_kill joins an open OOM report, see `_oom_prev`).
+STARTERS = (
+    "oom_invoked",
+    "hung_task",
+    "xid",
+    "gpu_fallen_off_bus",
+    "soft_lockup",
+    "rcu_stall",
+    "mce",
+    "segfault",
+    "io_error",
+    "panic",
+    "oops",
+)
+
+_XID = (
+    r"NVRM: Xid \((?:PCI:)?(?P<xpci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})[^)]*\): "
+    r"(?P<xcode>\d+)(?:, pid=(?:'?<unknown>'?|(?P<xpid>\d+)))?(?:, name=(?P<xname>[^,]*))?"
+)
+_FALLEN = r"fallen off the bus"
+_FALLEN_PCI = r"(?:PCI:|NVIDIA GPU |GPU at )(?:0000)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})"
+_OOM_INVOKED = r"^(?P<icomm>.+?) invoked oom-killer: "
+# Greedy comm when the sizes follow (comm may hold parentheses: "((resolved))"), else lazy.
+_KILLED = (
+    r"Killed process (?P<kpid>\d+) \((?P<kcomm>.*)\),? total-vm:(?P<kvm>\d+)kB, "
+    r"anon-rss:(?P<kanon>\d+)kB, file-rss:(?P<kfile>\d+)kB(?:, shmem-rss:(?P<kshmem>\d+)kB)?"
+    r"(?:, UID:(?P<kuid>\d+))?"
+)
+_KILLED_SHORT = r"Killed process (?P<kpid2>\d+)(?:, UID (?P<kuid2>\d+),)? \((?P<kcomm2>.*?)\)"
+_HUNG = r"(?s)INFO: task (?P<hcomm>.+):(?P<hpid>\d+) blocked for more than (?P<hsec>\d+) seconds"
+_SOFT = r"soft lockup - CPU#\d+ stuck for (?P<ssec>\d+)s! \[(?P<scomm>.+):(?P<spid>\d+)\]"
+_RCU = r"rcu_\w+ (?:self-)?detected stall|rcu: INFO: \w+ (?:self-)?detected stall|detected stalls on CPUs"
+_MCE = r"\[Hardware Error\]|Machine check events logged|Machine Check Exception"
+_SEGV = r"^(?P<gcomm>.+?)\[(?P<gpid>\d+)\]: segfault at "
+_IOERR = (
+    r"I/O error, dev |Buffer I/O error on dev|blk_update_request: (?:critical \w+ )?(?:I/O )?error"
+    r"|^nvme nvme\d+: I/O \d+ (?:\(.*?\) )?QID \d+ timeout"
+    r"|^nvme nvme\d+: (?:Device not ready; aborting reset|Removing after probe failure"
+    r"|controller is down|Disabling device after reset failure)"
+    r"|^nvme\d+n\d+: .*I/O Error"
+)
+_DEVICE = r"I/O error,? (?:on )?dev(?:ice)? ([^\s,]+)|^nvme (nvme\d+): |^(nvme\d+n\d+): "
+_PANIC = r"Kernel panic - not syncing"
+_OOPS = r"^(?:BUG: unable to handle|BUG: kernel NULL pointer dereference|kernel BUG at |general protection fault)"
+
+# Lines that belong to whatever report is open (stack frames, register dumps, OOM blocks).
+_BODY = (
+    r"^(?:\s|$|Call Trace:|Call trace:|Backtrace:|Hardware name:|CPU: \d+ (?:UID: \d+ )?PID: "
+    r"|Workqueue: |RIP: |RSP: |R[A-Z0-9]{2}: |[ECDFG]S: |CR[0-4]: |Code: |Stack:|Exception stack"
+    r"|PGD |P4D |PUD |PMD |PTE |Oops: |Modules linked in:|task: |IP: |\? |<TASK>|</TASK>"
+    r"|---\[ end |Kernel Offset:|Mem-Info:|Node \d|lowmem_reserve|\d+ total pagecache"
+    r"|\d+ pages |Free swap|Total swap|Swap cache|memory: usage|memory\+swap: usage|kmem: usage"
+    r"|swap: usage|Memory cgroup stats for|Tasks state|\[\s*pid\s*\]|\[\s*\d+\]\s+\d+|oom-kill:"
+    r"|(?:Memory cgroup )?[Oo]ut of memory: Kill process|oom_reaper: |Task in \S+ killed"
+    r"|\S+ cpuset=|Not tainted|Tainted: |\"echo 0 > /proc/sys/kernel/hung_task|task:\S"
+    r"|\S+\s+D\s?[0-9a-f]*(?:\s+\d+){2,3}\s+0x|\[<?[0-9a-f]{8,16}>?\]|\[c[0-9a-f]{15}\] |Showing all locks|\d+ locks? held by"
+    r"|INFO: lockdep|NVRM: |active_anon:|[a-z_]+ \d+$|[0-9a-f]{4}: |nvme \S+: Abort status"
+    r"|=+$)"
+)
+# What may precede a "Killed process" line inside an OOM report.
+_OOM_PREV = (
+    r"^(?:oom-kill:|(?:Memory cgroup )?[Oo]ut of memory: Kill process|\[\s*\d+\]\s+\d+|Task in "
+    r"|Memory cgroup stats|memory: usage|[a-z_]+ \d+$)"
+)
+
+
+def _int(expr: pl.Expr) -> pl.Expr:
+    return expr.cast(pl.Int64, strict=False)
+
+
+def classify(df: pl.DataFrame) -> pl.DataFrame:
+    """Add kind, extracted fields, event_id and event_kind (see module docstring)."""
+    msg = pl.col("message")
+    nxt = msg.shift(-1)
+    # A record printed over several lines is classified on its joined text (first line only).
+    multi = (
+        df.filter(pl.col("is_cont").any().over("rec"))
+        .group_by("rec")
+        .agg(msg.str.join("\n").alias("_rtext"))
+    )
+    df = df.join(multi, on="rec", how="left", maintain_order="left")
+    rtext = pl.coalesce("_rtext", msg)
+    # A hung-task comm holding a newline is split over two stamped lines: join with the next.
+    hung_split = msg.str.starts_with("INFO: task ") & ~msg.str.contains(_HUNG) & nxt.is_not_null()
+    ctext = pl.when(hung_split).then(msg + "\n" + nxt).otherwise(rtext)
+    df = df.with_columns(
+        pl.when(pl.col("is_cont")).then(pl.lit(None, pl.String)).otherwise(ctext).alias("_t")
+    )
+    t = pl.col("_t")
+    kind = (
+        pl.when(t.str.contains(r"NVRM: Xid \("))
+        .then(pl.lit("xid"))
+        .when(t.str.contains(_FALLEN))
+        .then(pl.lit("gpu_fallen_off_bus"))
+        .when(t.str.contains(_OOM_INVOKED))
+        .then(pl.lit("oom_invoked"))
+        .when(t.str.contains(r"Killed process \d+"))
+        .then(pl.lit("oom_kill"))
+        .when(t.str.contains(_HUNG))
+        .then(pl.lit("hung_task"))
+        .when(t.str.contains(_SOFT))
+        .then(pl.lit("soft_lockup"))
+        .when(t.str.contains(_RCU))
+        .then(pl.lit("rcu_stall"))
+        .when(t.str.contains(_MCE))
+        .then(pl.lit("mce"))
+        .when(t.str.contains(_SEGV))
+        .then(pl.lit("segfault"))
+        .when(t.str.contains(_IOERR))
+        .then(pl.lit("io_error"))
+        .when(t.str.contains(_PANIC))
+        .then(pl.lit("panic"))
+        .when(t.str.contains(_OOPS))
+        .then(pl.lit("oops"))
+    )
+    k = pl.col("kind")
+    summary = pl.when(msg.str.starts_with("oom-kill:")).then(msg)
+    df = df.with_columns(kind.alias("kind")).with_columns(
+        pl.when(k == "xid").then(t).str.extract_groups(_XID).alias("_x"),
+        pl.when(k == "oom_kill").then(t).str.extract_groups(_KILLED).alias("_k"),
+        pl.when(k == "oom_kill").then(t).str.extract_groups(_KILLED_SHORT).alias("_k2"),
+        pl.when(k == "hung_task").then(t).str.extract_groups(_HUNG).alias("_h"),
+        pl.when(k == "soft_lockup").then(t).str.extract_groups(_SOFT).alias("_s"),
+        pl.when(k == "segfault").then(t).str.extract_groups(_SEGV).alias("_g"),
+        pl.when(k == "oom_invoked").then(t).str.extract(_OOM_INVOKED, 1).alias("icomm"),
+        pl.when(k == "gpu_fallen_off_bus").then(t).str.extract(_FALLEN_PCI, 1).alias("fpci"),
+        pl.coalesce(
+            pl.when(k == "io_error").then(t).str.extract(_DEVICE, i) for i in (1, 2, 3)
+        ).alias("dev"),
+        summary.str.extract(r"task_memcg=([^,]*)", 1).alias("_memcg_sum"),
+        pl.when(msg.str.starts_with("Task in "))
+        .then(msg)
+        .str.extract(r"^Task in (\S+) killed as a result of limit", 1)
+        .alias("_memcg_old"),
+        summary.str.extract(r"oom-kill:constraint=(\w+)", 1).alias("_constraint"),
+        summary.str.extract(r"oom-kill:.*[,:]uid=(\d+)", 1).alias("_uid_sum"),
+    )
+    df = df.unnest("_x", "_k", "_k2", "_h", "_s", "_g")
+
+    def pick(pairs: list[tuple[str, pl.Expr]]) -> pl.Expr:
+        chain = pl.when(k == pairs[0][0]).then(pairs[0][1])
+        for name, val in pairs[1:]:
+            chain = chain.when(k == name).then(val)
+        return chain
+
+    unknown = pl.col("xname").str.strip_chars().is_in(["<unknown>", "'<unknown>'"])
+    df = df.with_columns(
+        pick(
+            [
+                ("xid", _int(pl.col("xpid"))),
+                ("oom_kill", _int(pl.coalesce("kpid", "kpid2"))),
+                ("hung_task", _int(pl.col("hpid"))),
+                ("soft_lockup", _int(pl.col("spid"))),
+                ("segfault", _int(pl.col("gpid"))),
+            ]
+        ).alias("pid"),
+        pick(
+            [
+                ("xid", pl.when(unknown).then(None).otherwise(pl.col("xname").str.strip_chars())),
+                ("oom_kill", pl.coalesce("kcomm", "kcomm2")),
+                ("oom_invoked", pl.col("icomm")),
+                ("hung_task", pl.col("hcomm")),
+                ("soft_lockup", pl.col("scomm")),
+                ("segfault", pl.col("gcomm")),
+            ]
+        ).alias("comm"),
+        pick([("xid", _int(pl.col("xcode")))]).alias("xid_code"),
+        pick(
+            [("xid", pl.col("xpci").str.to_lowercase()), ("gpu_fallen_off_bus", pl.col("fpci"))]
+        ).alias("pci_bus"),
+        pick([("io_error", pl.col("dev"))]).alias("device"),
+        pick([("hung_task", _int(pl.col("hsec"))), ("soft_lockup", _int(pl.col("ssec")))]).alias(
+            "blocked_s"
+        ),
+        pick([("oom_kill", _int(pl.col("kvm")))]).alias("total_vm_kb"),
+        pick([("oom_kill", _int(pl.col("kanon")))]).alias("anon_rss_kb"),
+        pick([("oom_kill", _int(pl.col("kfile")))]).alias("file_rss_kb"),
+        pick([("oom_kill", _int(pl.col("kshmem")))]).alias("shmem_rss_kb"),
+        pick([("oom_kill", _int(pl.coalesce("kuid", "kuid2")))]).alias("_uid_own"),
+    ).with_columns(pl.col("pci_bus").str.to_lowercase())
+    return _events(df)
+
+
+def _events(df: pl.DataFrame) -> pl.DataFrame:
+    msg = pl.col("message")
+    k = pl.col("kind")
+    starter = k.is_in(STARTERS).fill_null(False) & ~pl.col("is_cont")
+    same_stamp = pl.col("stamp_key").is_not_null() & (
+        pl.col("stamp_key") == pl.col("stamp_key").shift(1)
+    )
+    body = msg.str.contains(_BODY).fill_null(False)
+    # A report is printed in one go: a long pause (or a clock going back) ends it.
+    sec = pl.coalesce(pl.col("ts").dt.epoch("us") / 1e6, pl.col("uptime_s"))
+    gap = (sec - sec.shift(1)).abs().fill_null(0.0) > MAX_REPORT_GAP_S
+    oom_join = (k == "oom_kill") & msg.shift(1).str.contains(_OOM_PREV).fill_null(False)
+    joins = oom_join | (k.is_null() & (same_stamp | body))
+    cont = pl.col("is_cont") | (~starter & ~gap & joins)
+    new_event = ~cont.fill_null(False) | (pl.int_range(pl.len()) == 0)
+    df = df.with_columns(new_event.cast(pl.Int64).cum_sum().alias("event_id"))
+    ev = "event_id"
+    memcg_ev = pl.coalesce("_memcg_sum", "_memcg_old").drop_nulls().first().over(ev)
+    constraint_ev = pl.col("_constraint").drop_nulls().first().over(ev)
+    uid_ev = _int(pl.col("_uid_sum")).drop_nulls().first().over(ev)
+    memcg_kill = msg.str.starts_with("Memory cgroup out of memory").any().over(ev)
+    is_kill = k == "oom_kill"
+    return df.with_columns(
+        k.drop_nulls().first().over(ev).alias("event_kind"),
+        pl.when(is_kill).then(memcg_ev).alias("memcg"),
+        pl.when(is_kill)
+        .then(pl.coalesce(constraint_ev, pl.when(memcg_kill).then(pl.lit("CONSTRAINT_MEMCG"))))
+        .alias("oom_constraint"),
+        pl.when(is_kill).then(pl.coalesce("_uid_own", uid_ev)).alias("uid"),
+    )

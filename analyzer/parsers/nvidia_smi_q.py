@@ -1,0 +1,361 @@
+"""``nvidia-smi -q`` (text) and ``nvidia-smi -q -x`` (XML) snapshots -> ``gpu_info``.
+
+Supported: XML with DOCTYPE ``nvsmi_device_v11.dtd`` .. ``v13.dtd`` and without DOCTYPE
+(drivers 418.x); text from driver 375 (``GPU 0000:01:00.0``, no ``CUDA Version``) to
+current, ``-d`` subsets, and fragments cut from the middle of a text report (their row
+has ``gpu`` NULL). Old and new element names are both read: ``power_readings`` /
+``gpu_power_readings``, ``clocks_throttle_reasons`` / ``clocks_event_reasons``, ECC
+``single_bit``/``double_bit`` totals / ``sram_*``/``dram_*`` counters.
+
+XML is parsed with ``xml.etree`` (a snapshot is small) after refusing any ``<!ENTITY``
+declaration or internal DTD subset (entity bombs); the external DOCTYPE line is not fed
+to the parser. A truncated document keeps the GPUs that were complete. Text is tokenized
+with polars (see ``_nvidia_q_text``). ``N/A`` and ``Requested functionality has been
+deprecated`` read as NULL; numbers are taken from values with units (``42 C``,
+``18.00 W``, ``6064 MiB``, ``16x``).
+
+Table ``gpu_info``: one row per GPU, columns listed in ``TABLES`` below.
+
+Sample input (``nvidia-smi -q``)::
+
+    ==============NVSMI LOG==============
+
+    Timestamp                                 : Sat Oct 10 17:02:53 2020
+    Driver Version                            : 450.66
+    CUDA Version                              : 11.0
+
+    Attached GPUs                             : 1
+    GPU 00000000:01:00.0
+        Product Name                          : GeForce GTX 780
+        Persistence Mode                      : Disabled
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+
+from analyzer.errors import ParseError
+from analyzer.parsers import base
+from analyzer.parsers._nvbpf_time import local_to_utc, resolve_tz
+from analyzer.parsers._nvidia_q_text import tokenize
+from analyzer.parsers._nvidia_q_xml import parse_xml
+from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult
+
+S, F, I64 = pl.String, pl.Float64, pl.Int64
+
+TABLES: dict[str, base.Table] = {
+    "gpu_info": base.table(
+        "one row per GPU in an nvidia-smi -q snapshot",
+        ("ts", TS, "", "snapshot time (the report's Timestamp, UTC)"),
+        (
+            "gpu",
+            pl.Int32,
+            "",
+            "GPU position in the report (nvidia-smi index order); NULL for a fragment",
+        ),
+        ("pci_bus_id", S, "", "PCI bus id, e.g. 00000000:01:00.0"),
+        ("uuid", S, "", "GPU UUID"),
+        ("name", S, "", "product name"),
+        ("driver_version", S, "", "driver version"),
+        ("cuda_version", S, "", "CUDA version supported by the driver (NULL before ~2018)"),
+        ("vbios", S, "", "VBIOS version"),
+        ("persistence_mode", S, "", "Enabled / Disabled"),
+        ("compute_mode", S, "", "Default / Exclusive_Process / Prohibited"),
+        ("mig_mode", S, "", "current MIG mode (Enabled / Disabled / N/A -> NULL)"),
+        ("performance_state", S, "", "P-state, e.g. P0"),
+        (
+            "power_limit_w",
+            F,
+            "W",
+            "power limit set (old `Power Limit`, new `Requested Power Limit`)",
+        ),
+        (
+            "enforced_power_limit_w",
+            F,
+            "W",
+            "power limit enforced (old `Enforced`, new `Current Power Limit`)",
+        ),
+        ("max_power_limit_w", F, "W", "maximum settable power limit"),
+        (
+            "power_draw_w",
+            F,
+            "W",
+            "power draw at snapshot (`Power Draw`, else average, else instant)",
+        ),
+        ("temp_c", F, "C", "GPU temperature"),
+        ("temp_slowdown_c", F, "C", "temperature at which the GPU slows down"),
+        ("temp_shutdown_c", F, "C", "temperature at which the GPU shuts down"),
+        ("mem_total_mib", I64, "MiB", "frame-buffer memory total"),
+        ("mem_used_mib", I64, "MiB", "frame-buffer memory used"),
+        ("sm_clock_mhz", I64, "MHz", "current SM clock"),
+        ("mem_clock_mhz", I64, "MHz", "current memory clock"),
+        ("max_sm_clock_mhz", I64, "MHz", "maximum SM clock"),
+        ("max_mem_clock_mhz", I64, "MHz", "maximum memory clock"),
+        ("ecc_mode", S, "", "current ECC mode (Enabled / Disabled)"),
+        (
+            "ecc_volatile_uncorrected",
+            I64,
+            "errors",
+            "uncorrectable ECC errors since driver load (sum of sources)",
+        ),
+        (
+            "ecc_aggregate_uncorrected",
+            I64,
+            "errors",
+            "uncorrectable ECC errors, lifetime (sum of sources)",
+        ),
+        ("retired_pages", I64, "pages", "retired pages (single-bit + double-bit)"),
+        ("retired_pages_pending", pl.Boolean, "", "a page retirement is pending (needs reset)"),
+        ("remapped_rows_pending", pl.Boolean, "", "a row remapping is pending (needs reset)"),
+        ("remapped_rows_failure", pl.Boolean, "", "row remapping failed"),
+        (
+            "throttle_reasons_active",
+            S,
+            "",
+            "comma-joined active clocks throttle/event reasons ('' when none)",
+        ),
+        ("pcie_gen", pl.Int32, "", "current PCIe link generation"),
+        ("pcie_gen_max", pl.Int32, "", "maximum PCIe link generation"),
+        ("pcie_width", pl.Int32, "lanes", "current PCIe link width"),
+        ("pcie_width_max", pl.Int32, "lanes", "maximum PCIe link width"),
+    )
+}
+
+# column -> candidate paths; XML tag paths and text key paths share one list (first hit wins)
+_FIELDS: dict[str, tuple[str, ...]] = {
+    "pci_bus_id": ("pci/pci_bus_id", "PCI/Bus Id", "@bus_id"),
+    "uuid": ("uuid", "GPU UUID"),
+    "name": ("product_name", "Product Name"),
+    "vbios": ("vbios_version", "VBIOS Version"),
+    "persistence_mode": ("persistence_mode", "Persistence Mode"),
+    "compute_mode": ("compute_mode", "Compute Mode"),
+    "mig_mode": ("mig_mode/current_mig", "MIG Mode/Current"),
+    "performance_state": ("performance_state", "Performance State"),
+    "power_limit_w": tuple(
+        f"{sec}/{key}"
+        for key in ("power_limit", "requested_power_limit", "current_power_limit")
+        for sec in ("power_readings", "gpu_power_readings")
+    )
+    + tuple(
+        f"{sec}/{key}"
+        for key in ("Power Limit", "Requested Power Limit", "Current Power Limit")
+        for sec in ("Power Readings", "GPU Power Readings")
+    ),
+    "enforced_power_limit_w": (
+        "power_readings/enforced_power_limit",
+        "gpu_power_readings/current_power_limit",
+        "Power Readings/Enforced Power Limit",
+        "GPU Power Readings/Current Power Limit",
+        "GPU Power Readings/Enforced Power Limit",
+        "Enforced Power Limit",
+    ),
+    "max_power_limit_w": (
+        "power_readings/max_power_limit",
+        "gpu_power_readings/max_power_limit",
+        "Power Readings/Max Power Limit",
+        "GPU Power Readings/Max Power Limit",
+    ),
+    "power_draw_w": tuple(
+        f"{sec}/{key}"
+        for key in ("power_draw", "average_power_draw", "instant_power_draw")
+        for sec in ("power_readings", "gpu_power_readings")
+    )
+    + tuple(
+        f"{sec}/{key}"
+        for key in ("Power Draw", "Average Power Draw", "Instant Power Draw")
+        for sec in ("Power Readings", "GPU Power Readings")
+    ),
+    "temp_c": ("temperature/gpu_temp", "Temperature/GPU Current Temp"),
+    "temp_slowdown_c": ("temperature/gpu_temp_slow_threshold", "Temperature/GPU Slowdown Temp"),
+    "temp_shutdown_c": ("temperature/gpu_temp_max_threshold", "Temperature/GPU Shutdown Temp"),
+    "mem_total_mib": ("fb_memory_usage/total", "FB Memory Usage/Total"),
+    "mem_used_mib": ("fb_memory_usage/used", "FB Memory Usage/Used"),
+    "sm_clock_mhz": ("clocks/sm_clock", "Clocks/SM"),
+    "mem_clock_mhz": ("clocks/mem_clock", "Clocks/Memory"),
+    "max_sm_clock_mhz": ("max_clocks/sm_clock", "Max Clocks/SM"),
+    "max_mem_clock_mhz": ("max_clocks/mem_clock", "Max Clocks/Memory"),
+    "ecc_mode": ("ecc_mode/current_ecc", "ECC Mode/Current"),
+    "retired_pages_pending": (
+        "retired_pages/pending_retirement",
+        "Retired Pages/Pending Page Retirement",
+        "Retired Pages/Pending",
+    ),
+    "remapped_rows_pending": ("remapped_rows/remapped_row_pending", "Remapped Rows/Pending"),
+    "remapped_rows_failure": (
+        "remapped_rows/remapped_row_failure",
+        "Remapped Rows/Remapping Failure Occurred",
+    ),
+    "pcie_gen": (
+        "pci/pci_gpu_link_info/pcie_gen/current_link_gen",
+        "PCI/GPU Link Info/PCIe Generation/Current",
+    ),
+    "pcie_gen_max": (
+        "pci/pci_gpu_link_info/pcie_gen/max_link_gen",
+        "PCI/GPU Link Info/PCIe Generation/Max",
+    ),
+    "pcie_width": (
+        "pci/pci_gpu_link_info/link_widths/current_link_width",
+        "PCI/GPU Link Info/Link Width/Current",
+    ),
+    "pcie_width_max": (
+        "pci/pci_gpu_link_info/link_widths/max_link_width",
+        "PCI/GPU Link Info/Link Width/Max",
+    ),
+}
+_NULLS = {
+    "",
+    "N/A",
+    "Unknown Error",
+    "Not Supported",
+    "Requested functionality has been deprecated",
+}
+_REASON_SECTIONS = (
+    "clocks_throttle_reasons/",
+    "clocks_event_reasons/",
+    "Clocks Throttle Reasons/",
+    "Clocks Event Reasons/",
+)
+_REASON_NAMES = {"Idle": "gpu_idle", "Display Clock Setting": "display_clocks_setting"}
+
+
+def sniff(head: str, name: str) -> float:
+    """XML root ``<nvidia_smi_log>`` or the text banner; text fragments by their keys."""
+    if "<nvidia_smi_log" in head:
+        return 0.99
+    if re.search(r"=+\s*NVSMI LOG\s*=+", head):
+        return 0.99
+    keys = (
+        "Product Name",
+        "FB Memory Usage",
+        "Clocks Event Reasons",
+        "Clocks Throttle Reasons",
+        "Performance State",
+        "Max Clocks",
+        "Applications Clocks",
+        "Enforced Power Limit",
+        "GPU UUID",
+    )
+    hits = sum(bool(re.search(rf"^\s+{re.escape(k)}\s*(:|$)", head, re.M)) for k in keys)
+    return 0.8 if hits >= 2 else 0.0
+
+
+def _sum(values: list[str | None]) -> str | None:
+    nums = [int(v) for v in values if v is not None and re.fullmatch(r"\d+", v.strip())]
+    return str(sum(nums)) if nums else None
+
+
+def _derived(d: dict[str, str]) -> dict[str, str | None]:
+    """Fields computed from several paths: ECC sums, retired pages, active throttle reasons."""
+    out: dict[str, str | None] = {}
+    for col, scope in (
+        ("ecc_volatile_uncorrected", "volatile"),
+        ("ecc_aggregate_uncorrected", "aggregate"),
+    ):
+        prefixes = (f"ecc_errors/{scope}/", f"ECC Errors/{scope.capitalize()}/")
+        unc = [v for p, v in d.items() if p.startswith(prefixes) and "uncorrectable" in p.lower()]
+        old = [
+            v
+            for p, v in d.items()
+            if p.startswith(prefixes) and p.endswith(("double_bit/total", "Double Bit/Total"))
+        ]
+        out[col] = _sum(unc) if unc else _sum(old) if old else None
+    retired = [v for p, v in d.items() if p.endswith("_retirement/retired_count")]
+    retired += [
+        v
+        for p, v in d.items()
+        if p in ("Retired Pages/Single Bit ECC", "Retired Pages/Double Bit ECC")
+    ]
+    out["retired_pages"] = _sum(retired)
+    reasons = [
+        (p.split("/")[-1], v)
+        for p, v in d.items()
+        if p.startswith(_REASON_SECTIONS) and "counters" not in p
+    ]
+    names = []
+    for leaf, v in reasons:
+        if v.strip() != "Active":
+            continue
+        leaf = re.sub(r"^clocks_(throttle|event)_reason_", "", leaf)
+        names.append(_REASON_NAMES.get(leaf, re.sub(r"\W+", "_", leaf).lower()))
+    out["throttle_reasons_active"] = ",".join(names) if reasons else None
+    return out
+
+
+def _rows(gpus: list[dict[str, str]], top: dict[str, str]) -> pl.DataFrame:
+    """Per-GPU path dicts -> one all-string frame (the untyped step)."""
+    rows = []
+    for d in gpus:
+        row: dict[str, str | None] = {
+            "gpu": d.get("@index"),
+            "ts": top.get("timestamp") or top.get("Timestamp"),
+            "driver_version": top.get("driver_version") or top.get("Driver Version"),
+            "cuda_version": top.get("cuda_version") or top.get("CUDA Version"),
+        }
+        for col, paths in _FIELDS.items():
+            row[col] = next((d[p] for p in paths if d.get(p, "").strip() not in _NULLS), None)
+        row.update(_derived(d))
+        rows.append(row)
+    names = [c.name for c in TABLES["gpu_info"].columns]
+    return (
+        pl.DataFrame(rows, schema={n: pl.String for n in names}, orient="row")
+        if rows
+        else pl.DataFrame(schema={n: pl.String for n in names})
+    )
+
+
+def _typed(raw: pl.DataFrame, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
+    """All-string frame -> declared schema (numbers taken from values with units)."""
+    tz, note = resolve_tz(ctx)
+    exprs = []
+    for c in TABLES["gpu_info"].columns:
+        col = pl.col(c.name)
+        if c.name == "ts":
+            naive = col.str.replace_all(r"\s+", " ").str.strptime(
+                pl.Datetime("us"), "%a %b %d %H:%M:%S %Y", strict=False
+            )
+            exprs.append(local_to_utc(naive, tz).alias("ts"))
+        elif c.dtype == pl.Boolean:
+            exprs.append(
+                col.str.strip_chars()
+                .str.to_lowercase()
+                .replace_strict({"yes": True, "no": False}, default=None, return_dtype=pl.Boolean)
+                .alias(c.name)
+            )
+        elif c.dtype in (pl.Float64, pl.Int64, pl.Int32):
+            num = col.str.extract(r"^\s*(-?\d+(?:\.\d+)?)", 1).cast(pl.Float64, strict=False)
+            exprs.append(
+                (num if c.dtype == pl.Float64 else num.round(0).cast(c.dtype, strict=False)).alias(
+                    c.name
+                )
+            )
+        else:
+            exprs.append(col.str.strip_chars().alias(c.name))
+    out = raw.select(exprs)
+    if note and out.height and out.get_column("ts").is_not_null().any():
+        cov.notes.append(note)
+    return out
+
+
+def parse(path: Path, ctx: ParseContext) -> ParseResult:
+    """Parse one ``nvidia-smi -q`` snapshot, text or XML (see the module docstring)."""
+    cov = Coverage()
+    head = base.read_head(path, 4096).lstrip()
+    is_xml = head.startswith(("<?xml", "<nvidia_smi_log", "<!DOCTYPE nvidia_smi_log"))
+    if is_xml:
+        gpus, top = parse_xml(path, cov)
+    else:
+        if head.startswith("<"):
+            raise ParseError(f"{path.name}: XML that is not an nvidia_smi_log document")
+        gpus, top = tokenize(path, cov)
+        if any("@index" not in d for d in gpus):
+            cov.notes.append("text fragment without its 'GPU <bus id>' line: gpu index is NULL")
+    if base.needs_utf8_repair(path):
+        cov.notes.append("file was not valid UTF-8: invalid bytes replaced")
+    frame = _typed(_rows(gpus, top), ctx, cov)
+    meta = {"tool_version": top.get("driver_version") or top.get("Driver Version")}
+    return ParseResult(
+        tables={"gpu_info": frame}, coverage=cov, meta={k: v for k, v in meta.items() if v}
+    )
