@@ -190,6 +190,7 @@ def _base_row(item: Identified, manifest: Manifest) -> dict[str, Any]:
     status = {
         "manifest": "metadata",
         "capture_log": "metadata",
+        "capture_state": "metadata",
         "unrecognised": "unrecognised",
         "pending": "parser pending",
     }.get(item.role, "empty" if item.file.size == 0 else "unrecognised")

@@ -25,12 +25,13 @@ MIN_CONFIDENCE = 0.5
 MANIFEST_TOOL_BONUS = 0.15
 COMPANION_SUFFIXES = (".err", ".status")
 CAPTURE_LOG = "capture.log"
+CAPTURE_STATE_DIR = ".state/"
 
 
 @dataclass(frozen=True)
 class Identified:
     """The verdict for one file. ``role``: data | manifest | capture_log | stderr |
-    status | unrecognised | pending (a known tool whose parser is not written yet)."""
+    status | capture_state | unrecognised | pending (a known tool whose parser is not written yet)."""
 
     file: BundleFile
     role: str
@@ -55,6 +56,8 @@ def _identify(f: BundleFile, manifest: Manifest, rels: set[str]) -> Identified:
         return Identified(f, "manifest", None, 1.0)
     if f.rel == CAPTURE_LOG:
         return Identified(f, "capture_log", None, 1.0)
+    if f.rel.startswith(CAPTURE_STATE_DIR):
+        return Identified(f, "capture_state", None, 1.0, note="capture's private state (left by a killed capture)")
     if p.suffix in COMPANION_SUFFIXES:
         owner = _companion_owner(p, rels)
         if owner is not None:

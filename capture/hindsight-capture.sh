@@ -1,0 +1,1601 @@
+#!/bin/sh
+# hindsight-capture.sh - capture a Hindsight postmortem bundle on a Linux (GPU) host.
+#
+# POSIX sh (dash, bash, busybox ash). Needs coreutils, awk, tar and gzip; every
+# other tool is optional and its absence is recorded in the manifest.
+# Read-only on the host: it writes only under the output directory (and raises
+# its own oom_score_adj so the kernel kills it before the workload).
+# Contract with the analyzer: docs/bundle-format.md. On-call recipe: docs/capture.md.
+# shellcheck disable=SC2016 # awk and sh programs are single-quoted on purpose
+set -u
+
+CAPTURE_VERSION=0.1.0
+FORMAT_VERSION=1
+TAB=$(printf '\t')
+NL='
+'
+
+usage() {
+    cat <<'EOF'
+Usage: hindsight-capture.sh [-d DURATION_S] [-i INTERVAL_S] [-o OUT_DIR] [--pid PID]...
+                            [--cgroup PATH]... [--no-bpf] [--no-gpu] [--safe-mode]
+                            [--max-mb N] [--min-free-mb N] [-h]
+
+Capture a Hindsight bundle: time series (vmstat, iostat, mpstat, sar, pidstat, PSI,
+cgroups, meminfo, /proc/vmstat, dmesg, nvidia-smi dmon, InfiniBand, bpftrace) and
+start/end snapshots of the host configuration, into OUT_DIR/hindsight-<host>-<UTC>/
+and OUT_DIR/hindsight-<host>-<UTC>.tgz. Then: analyze hindsight-<host>-<UTC>.tgz
+
+  -d, --duration S   capture length in seconds (default 60; 0 = until Ctrl-C, max 24 h)
+  -i, --interval S   sampling interval in whole seconds (default 1)
+  -o, --out DIR      where the bundle goes (default: current directory)
+  --pid PID          a workload process to follow (repeatable); default: top consumers
+  --cgroup PATH      a cgroup to follow, e.g. /sys/fs/cgroup/train.slice or
+                     train.slice (repeatable); --pid adds the cgroups of each PID
+  --no-bpf           do not run bpftrace
+  --no-gpu           do not run nvidia-smi
+  --safe-mode        skip what can hang on a sick host (nvidia-smi, bpftrace)
+  --max-mb N         stop collecting when the bundle directory reaches N MiB (default 500)
+  --min-free-mb N    stop when the output filesystem has less than N MiB free (default 100)
+  -h, --help         this help
+
+Ctrl-C (or SIGTERM) at any moment stops the collectors and still writes the bundle.
+Run as root for dmesg, bpftrace, other users' environments and pstore.
+Environment: HINDSIGHT_CMD_TIMEOUT=S limits every one-shot command to S seconds.
+Example: sudo sh hindsight-capture.sh -d 120 --pid 4242 -o /var/tmp
+EOF
+}
+
+# ---------------------------------------------------------------- helpers
+say() {
+    printf 'hindsight: %s\n' "$*" >&2
+    if [ -n "${LOG:-}" ]; then
+        read -r _say_up _ </proc/uptime 2>/dev/null || _say_up=0
+        printf '[+%ss] %s\n' "$(( ${_say_up%.*} - ${START_UP:-${_say_up%.*}} ))" "$*" >>"$LOG" 2>/dev/null
+    fi
+    return 0
+}
+err() { say "error: $*"; }
+die() {
+    err "$*"
+    exit 1
+}
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+need_cmd() { have_cmd "$1" || die "need '$1' (command not found)"; }
+ensure() { "$@" || die "command failed: $*"; }
+ignore() { "$@" 2>/dev/null || true; }
+is_uint() {
+    case $1 in '' | *[!0-9]*) return 1 ;; esac
+    return 0
+}
+# replace tabs and newlines by spaces (registry and meta files are TSV)
+clean() {
+    _cl=$1
+    while :; do
+        case $_cl in
+        *"$TAB"*) _cl="${_cl%%"$TAB"*} ${_cl#*"$TAB"}" ;;
+        *"$NL"*) _cl="${_cl%%"$NL"*} ${_cl#*"$NL"}" ;;
+        *) break ;;
+        esac
+    done
+    CLEAN=$_cl
+}
+# shell-quote a command line for the manifest (display only)
+cmdline() {
+    CMDLINE=
+    for _a in "$@"; do
+        case $_a in
+        '' | *[!A-Za-z0-9_./:=,+%@-]*) _a="'$(printf '%s' "$_a" | sed "s/'/'\\\\''/g")'" ;;
+        esac
+        CMDLINE="${CMDLINE:+$CMDLINE }$_a"
+    done
+}
+uptime_now() {
+    read -r _u _ </proc/uptime
+    UP=${_u%.*}
+}
+# sleep that a trapped signal interrupts at once
+nap() {
+    sleep "$1" &
+    NAP_PID=$!
+    wait "$NAP_PID"
+    NAP_PID=
+}
+
+# ---------------------------------------------------------------- state files
+# .state/reg:  name kind tool output stderr statusfile state rc reason flags command (TSV)
+# .state/meta: key type value (TSV; later lines win)
+meta() {
+    clean "$3"
+    printf '%s\t%s\t%s\n' "$1" "$2" "$CLEAN" >>.state/meta
+}
+meta_list() {
+    _k=$1
+    shift
+    printf '%s\tl0\t\n' "$_k" >>.state/meta
+    for _v in "$@"; do
+        clean "$_v"
+        printf '%s\tls\t%s\n' "$_k" "$CLEAN" >>.state/meta
+    done
+}
+reg() {
+    clean "$9"
+    _reason=$CLEAN
+    clean "${11}"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+        "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" "$_reason" "${10}" "$CLEAN" >>.state/reg
+}
+# reg_off NAME KIND TOOL STATUS REASON COMMAND: a collector that did not run
+reg_off() {
+    reg "$1" "$2" "$3" "" "" "" "$4" "" "$5" "" "$6"
+    say "$4: $1 ($5)"
+}
+
+# ---------------------------------------------------------------- awk programs
+# JSON manifest + summary. Inputs: .state/meta .state/reg .state/sizes
+MANIFEST_AWK='
+function jstr(s,    out, i, n, c, o, need, j, ok, o2) {
+    if (s !~ /[^ -~]/ && s !~ /["\\]/) return "\"" s "\""
+    out = ""; n = length(s)
+    for (i = 1; i <= n; i++) {
+        c = substr(s, i, 1); o = ORD[c]
+        if (c == "\"") out = out "\\\""
+        else if (c == "\\") out = out "\\\\"
+        else if (o < 32 || o == 127) out = out sprintf("\\u%04x", o)
+        else if (o < 128) out = out c
+        else {
+            need = (o >= 194 && o <= 223) ? 1 : (o >= 224 && o <= 239) ? 2 : (o >= 240 && o <= 244) ? 3 : 0
+            ok = (need > 0 && i + need <= n)
+            for (j = 1; ok && j <= need; j++) {
+                o2 = ORD[substr(s, i + j, 1)]
+                if (o2 < 128 || o2 > 191) ok = 0
+                if (j == 1 && ((o == 224 && o2 < 160) || (o == 237 && o2 > 159) || (o == 240 && o2 < 144) || (o == 244 && o2 > 143))) ok = 0
+            }
+            if (ok) { out = out substr(s, i, need + 1); i += need } else out = out "\\ufffd"
+        }
+    }
+    return "\"" out "\""
+}
+function jnum(v) { return (v ~ /^-?(0|[1-9][0-9]*)(\.[0-9]+)?$/) ? v : "null" }
+function V(k) { return (k in M) ? M[k] : "null" }
+function errtail(f,    l, last, r) {
+    last = ""
+    while ((r = (getline l < f)) > 0) if (l ~ /[^ \t]/) last = l
+    close(f)
+    gsub(/^[ \t]+|[ \t]+$/, "", last)
+    return substr(last, 1, 300)
+}
+BEGIN {
+    FS = "\t"
+    for (i = 1; i < 256; i++) ORD[sprintf("%c", i)] = i
+}
+FILENAME ~ /meta$/ {
+    k = $1; t = $2; v = $3
+    if (t == "s") M[k] = jstr(v)
+    else if (t == "n") M[k] = jnum(v)
+    else if (t == "b") M[k] = (v == "true" || v == "false") ? v : "null"
+    else if (t == "z") M[k] = "null"
+    else if (t == "l0") { M[k] = "[]"; L[k] = "" }
+    else if (t == "ls") { L[k] = L[k] (L[k] == "" ? "" : ", ") jstr(v); M[k] = "[" L[k] "]" }
+    else if (t == "ln") { if (jnum(v) != "null") { L[k] = L[k] (L[k] == "" ? "" : ", ") v }; M[k] = "[" L[k] "]" }
+    next
+}
+FILENAME ~ /reg$/ {
+    if (!($1 in SEEN)) { SEEN[$1] = 1; ORDER[++NC] = $1 }
+    R[$1] = $0
+    next
+}
+FILENAME ~ /sizes$/ {
+    if ($0 ~ /:$/) { dir = substr($0, 1, length($0) - 1); next }
+    n = split($0, f, " ")
+    if (f[1] ~ /^-/ && n >= 9) SIZE[dir "/" f[n]] = f[5]
+    next
+}
+END {
+    printf "{\n"
+    printf "  \"format\": \"hindsight-bundle\",\n"
+    printf "  \"format_version\": %s,\n", V("format_version")
+    printf "  \"capture_version\": %s,\n", V("capture_version")
+    printf "  \"host\": {\"hostname\": %s, \"kernel\": %s, \"os\": %s, \"arch\": %s, \"cpus\": %s},\n", V("hostname"), V("kernel"), V("os"), V("arch"), V("cpus")
+    printf "  \"start_utc\": %s,\n  \"end_utc\": %s,\n  \"updated_utc\": %s,\n", V("start_utc"), V("end_utc"), V("updated_utc")
+    printf "  \"interval_s\": %s,\n  \"duration_s\": %s,\n", V("interval_s"), V("duration_s")
+    printf "  \"timezone\": %s,\n  \"utc_offset\": %s,\n", V("timezone"), V("utc_offset")
+    printf "  \"clock\": {\"start_epoch_s\": %s, \"start_uptime_s\": %s, \"boot_epoch_s\": %s, \"end_epoch_s\": %s, \"end_uptime_s\": %s, \"clocksource\": %s,\n", V("start_epoch_s"), V("start_uptime_s"), V("boot_epoch_s"), V("end_epoch_s"), V("end_uptime_s"), V("clocksource")
+    printf "            \"ntp\": {\"source\": %s, \"synchronized\": %s, \"offset_s\": %s}},\n", V("ntp_source"), V("ntp_synchronized"), V("ntp_offset_s")
+    printf "  \"user\": {\"uid\": %s, \"root\": %s},\n", V("uid"), V("root")
+    printf "  \"interrupted\": %s,\n  \"complete\": %s,\n  \"stop_reason\": %s,\n", (interrupted ? "true" : "false"), (complete ? "true" : "false"), V("stop_reason")
+    printf "  \"options\": {\"safe_mode\": %s, \"no_bpf\": %s, \"no_gpu\": %s, \"max_mb\": %s, \"min_free_mb\": %s},\n", V("safe_mode"), V("no_bpf"), V("no_gpu"), V("max_mb"), V("min_free_mb")
+    printf "  \"targets\": {\"pids\": %s, \"pids_auto\": %s, \"cgroups\": %s},\n", (("pids" in M) ? M["pids"] : "[]"), V("pids_auto"), (("cgroups" in M) ? M["cgroups"] : "[]")
+    printf "  \"args\": %s,\n", (("args" in M) ? M["args"] : "[]")
+    printf "  \"collectors\": ["
+    nsum = 0
+    for (i = 1; i <= NC; i++) {
+        split(R[ORDER[i]], c, "\t")
+        name = c[1]; kind = c[2]; tool = c[3]; out = c[4]; errf = c[5]; stf = c[6]
+        st = c[7]; rc = c[8]; reason = c[9]; flags = c[10]; cmd = c[11]
+        if (kind == "series" && st == "running") {
+            have = 0
+            if (stf != "" && (getline l < stf) > 0) { have = 1; rc = substr(l, 4) }
+            if (stf != "") close(stf)
+            if (!have) {
+                if (complete) { st = "failed"; rc = ""; reason = "did not exit when stopped" }
+            } else if (rc == "0") st = "ok"
+            else if (rc == "124") { st = "timeout"; reason = "ran past its time limit" }
+            else if (stopped && (rc == "143" || rc == "137" || rc == "130" || rc == "129")) { st = "ok"; reason = "stopped by the capture" }
+            else { st = "failed" }
+        }
+        if ((st == "failed" || st == "timeout") && reason == "" && errf != "") reason = errtail(errf)
+        if (st == "failed" && reason == "") reason = "exit code " rc
+        bytes = 0
+        if (out ~ /\/$/) { for (p in SIZE) if (index(p, out) == 1) bytes += SIZE[p] }
+        else if (out in SIZE) bytes = SIZE[out]
+        if (st == "ok" && bytes == 0 && out != "" && flags !~ /empty_ok/ && reason == "") reason = "no output"
+        printf "%s\n    {\"name\": %s, \"kind\": %s, \"tool\": %s, \"command\": %s, \"output\": %s, \"stderr\": %s, \"status\": %s, \"exit_code\": %s, \"reason\": %s, \"bytes\": %s}", (i > 1 ? "," : ""), jstr(name), jstr(kind), jstr(tool), (cmd == "" ? "null" : jstr(cmd)), (out == "" ? "null" : jstr(out)), (errf == "" ? "null" : jstr(errf)), jstr(st), jnum(rc), (reason == "" ? "null" : jstr(reason)), bytes
+        if (summary != "" && st != "ok" && st != "running") {
+            nsum++
+            printf "  %-8s %-18s %s\n", st, name, reason > summary
+        }
+        if (summary != "" && st == "ok") nok++
+    }
+    printf "\n  ]\n}\n"
+    if (summary != "") printf "  %d collectors ok, %d not ok (listed above)\n", nok, nsum > summary
+}
+'
+
+# samplers: one awk reads the ticker (one epoch per line) on stdin; each tick it copies
+# every file of each list, line by line, as "<epoch> <path> <line>" (filtered by mode)
+# into series/<mode>.out. One process for all samplers keeps the cost per tick at two
+# forks (date, sleep).
+SAMPLER_AWK='
+function esc(p,    r, i, c) {
+    if (p !~ /[ \t\n\\]/) return p
+    r = ""
+    for (i = 1; i <= length(p); i++) {
+        c = substr(p, i, 1)
+        if (c == " ") r = r "\\040"; else if (c == "\t") r = r "\\011"
+        else if (c == "\n") r = r "\\012"; else if (c == "\\") r = r "\\134"; else r = r c
+    }
+    return r
+}
+function keep(mode, p, line,    k) {
+    if (mode == "proc_vmstat") {
+        k = line; sub(/ .*/, "", k)
+        return (k in VMKEY) || k ~ /^(pgscan|pgsteal|allocstall|compact_|thp_fault|workingset_refault|pswp|pgpg|oom_kill|kswapd)/
+    }
+    if (mode == "cgroup" && p ~ /memory\.stat$/) {
+        k = line; sub(/ .*/, "", k)
+        return (k in MEMKEY)
+    }
+    return 1
+}
+BEGIN {
+    # lists: "mode=listfile mode=listfile ..."; output series/<mode>.out
+    n = 0
+    k = split(lists, ml, " ")
+    for (j = 1; j <= k; j++) {
+        m = ml[j]; sub(/=.*/, "", m); lf = ml[j]; sub(/^[^=]*=/, "", lf)
+        while ((getline l < lf) > 0) if (l != "") { F[++n] = l; LAB[n] = esc(l); MODE[n] = m; OUT[n] = "series/" m ".out" }
+        close(lf)
+        printf "" > ("series/" m ".out")
+    }
+    split("nr_dirty nr_writeback nr_writeback_temp nr_dirty_threshold nr_dirty_background_threshold nr_free_pages nr_file_pages nr_anon_pages nr_mapped nr_shmem nr_slab_reclaimable nr_slab_unreclaimable nr_dirtied nr_written pgfault pgmajfault drop_pagecache drop_slab", a, " ")
+    for (i in a) VMKEY[a[i]] = 1
+    split("anon file kernel kernel_stack pagetables sock shmem file_mapped file_dirty file_writeback anon_thp inactive_anon active_anon inactive_file active_file unevictable slab_reclaimable slab_unreclaimable pgfault pgmajfault workingset_refault_anon workingset_refault_file pgscan pgsteal pgscan_direct pgsteal_direct pgscan_kswapd pgsteal_kswapd swapcached zswap cache rss rss_huge mapped_file dirty writeback swap total_cache total_rss total_rss_huge total_shmem total_mapped_file total_dirty total_writeback total_swap total_pgfault total_pgmajfault total_inactive_file total_active_file hierarchical_memory_limit hierarchical_memsw_limit", a, " ")
+    for (i in a) MEMKEY[a[i]] = 1
+}
+{
+    ts = $1
+    for (i = 1; i <= n; i++) {
+        p = F[i]
+        o = OUT[i]
+        while ((r = (getline line < p)) > 0) if (keep(MODE[i], p, line)) print ts, LAB[i], line > o
+        close(p)
+        if (r < 0 && !(i in WARNED)) { WARNED[i] = 1; print "hindsight sampler: cannot read " p > ("series/" MODE[i] ".err") }
+        DIRTY[o] = 1
+    }
+    for (o in DIRTY) fflush(o)
+}
+'
+
+# ticker for the samplers: prints an epoch per interval while the capture lives
+TICKER_SH='iv=$1 fmt=$2 main=$3 stop=$4 max=$5
+shift 5
+n=0
+while [ "$n" -lt "$max" ] && [ ! -e "$stop" ] && kill -0 "$main" 2>/dev/null; do
+    date "$fmt" || break
+    n=$((n + 1))
+    sleep "$iv" || break
+done | "$@"'
+
+# file dump: "<path> <line>" for each line of each file in the list
+DUMP_AWK='
+BEGIN {
+    while ((getline f < list) > 0) {
+        if (f == "") continue
+        n = 0
+        while ((r = (getline l < f)) > 0) { print f, l; n++ }
+        close(f)
+        if (r < 0) print "cannot read " f > "/dev/stderr"
+        else if (n == 0) print f
+    }
+}
+'
+# sysctl dump: "key = value" as sysctl -a prints it, from /proc/sys files
+SYSCTL_AWK='
+BEGIN {
+    while ((getline f < list) > 0) {
+        if (f == "") continue
+        k = f; sub(/^\/proc\/sys\//, "", k); gsub(/\//, ".", k)
+        while ((r = (getline l < f)) > 0) print k " = " l
+        close(f)
+    }
+}
+'
+# mask secrets in command lines and environments
+MASK_AWK='
+function mask(s, re, spaced, url,    lo, out, vl, st) {
+    out = ""
+    lo = tolower(s)
+    while (match(lo, re)) {
+        st = RSTART + RLENGTH - 1
+        out = out substr(s, 1, st)
+        s = substr(s, st + 1); lo = substr(lo, st + 1)
+        if (spaced) { match(s, /^[ \t]+/); if (RSTART == 1) { out = out substr(s, 1, RLENGTH); s = substr(s, RLENGTH + 1); lo = substr(lo, RLENGTH + 1) } }
+        if (url) { match(s, /^[^@ \t\/]*@/); vl = RLENGTH - 1 } else { match(s, /^[^ \t&;,]*/); vl = RLENGTH }
+        if (vl > 0) { out = out "***"; s = substr(s, vl + 1); lo = substr(lo, vl + 1) }
+    }
+    return out s
+}
+{
+    line = " " $0
+    line = mask(line, "--?[a-z0-9_.-]*(passw|passphrase|secret|token|api[-_]?key|access[-_]?key|private[-_]?key|credential)[a-z0-9_.-]*[=:]", 0)
+    line = mask(line, "--?[a-z0-9_.-]*(passw|passphrase|secret|token|api[-_]?key|credential)[a-z0-9_.-]*[ \t]", 1)
+    line = mask(line, "[ \t\"]([a-z0-9_.-]*)(token|key|secret|passw|credential|auth)[a-z0-9_.-]*=", 0)
+    line = mask(line, "[a-z][a-z0-9+.-]*://[^/@ \t:]*:", 0, 1)
+    print substr(line, 2)
+}
+'
+
+# top consumers from /proc/*/stat: average CPU since start, and RSS
+TOP_AWK='
+BEGIN {
+    getline up < "/proc/uptime"; split(up, u, " "); up = u[1] + 0; close("/proc/uptime")
+    n = 0
+    while ((getline f < list) > 0) {
+        if ((getline l < f) > 0) {
+            close(f)
+            rp = 0; for (i = length(l); i > 0; i--) if (substr(l, i, 1) == ")") { rp = i; break }
+            if (rp == 0) continue
+            pid = l + 0
+            m = split(substr(l, rp + 2), a, " ")
+            if (m < 22 || a[3] == pgrp || pid == self) continue
+            rss = a[22] + 0
+            age = up - a[20] / hz
+            if (rss == 0 || age < 2) continue
+            n++; P[n] = pid; C[n] = (a[12] + a[13]) / hz / age; S[n] = rss
+        } else close(f)
+    }
+    for (k = 1; k <= ncpu && k <= n; k++) { b = 0; for (i = 1; i <= n; i++) if (!(i in U) && (b == 0 || C[i] > C[b])) b = i; U[b] = 1; print P[b] }
+    for (k = 1; k <= nrss && k <= n; k++) { b = 0; for (i = 1; i <= n; i++) if (!(i in V) && (b == 0 || S[i] > S[b])) b = i; V[b] = 1; if (!(b in U)) print P[b] }
+}
+'
+
+# cgroup directories for --cgroup specs and /proc/PID/cgroup lines
+CGROUP_AWK='
+function unesc(s) { gsub(/\\040/, " ", s); return s }
+function emit(d) { if (d != "" && !(d in OUT)) { OUT[d] = 1; print d } }
+function allmounts(rel,    c) {
+    if (rel == "/" || rel == "") return
+    if (v2 != "") emit(v2 rel)
+    for (c in M1) emit(M1[c] rel)
+}
+BEGIN {
+    FS = "\t"
+    split("cpu cpuacct memory blkio cpuset pids", w, " "); for (i in w) WANT[w[i]] = 1
+    while ((getline l < "/proc/self/mounts") > 0) {
+        split(l, f, " ")
+        if (f[3] == "cgroup2" && v2 == "") v2 = unesc(f[2])
+        else if (f[3] == "cgroup") { k = split(f[4], o, ","); for (i = 1; i <= k; i++) if (o[i] in WANT) M1[o[i]] = unesc(f[2]) }
+    }
+}
+$1 == "rel" {
+    p = $2
+    if (substr(p, 1, 1) != "/") p = "/" p
+    rel = p
+    if (v2 != "" && index(p, v2 "/") == 1) rel = substr(p, length(v2) + 1)
+    for (c in M1) if (index(p, M1[c] "/") == 1) rel = substr(p, length(M1[c]) + 1)
+    if (rel != p) emit(p)
+    allmounts(rel)
+}
+$1 == "pid" {
+    s = $2
+    i = index(s, ":"); s = substr(s, i + 1); i = index(s, ":")
+    ctrls = substr(s, 1, i - 1); path = substr(s, i + 1)
+    if (path == "/" || path == "") next
+    if (ctrls == "") { if (v2 != "") emit(v2 path) }
+    else { k = split(ctrls, o, ","); for (j = 1; j <= k; j++) if (o[j] in M1) emit(M1[o[j]] path) }
+}
+'
+
+# NTP state from chronyc tracking / timedatectl / ntpq output -> "sync offset"
+NTP_AWK='
+src == "chronyc" && /^System time/ { v = $4 + 0; off = ($6 == "slow") ? -v : v; have = 1 }
+src == "chronyc" && /^Leap status/ { sync = ($0 ~ /Not synchronised/) ? "false" : "true" }
+src == "timedatectl" && /^NTPSynchronized=/ { sync = ($0 ~ /=yes/) ? "true" : "false" }
+src == "timedatectl" && /(System clock|NTP) synchronized:/ { sync = ($NF == "yes") ? "true" : "false" }
+src == "timedatectl" && /^ *Offset:/ { v = $2; u = v; sub(/^[-+0-9.]+/, "", u); sub(/[a-z]+$/, "", v); f = (u == "us") ? 1e-6 : (u == "ms") ? 1e-3 : (u == "ns") ? 1e-9 : 1; off = v * f; have = 1 }
+src == "ntpq" && /^\*/ { sync = "true"; off = $9 / 1000; have = 1 }
+END {
+    if (src == "ntpq" && sync == "") sync = "false"
+    printf "%s %s\n", (sync == "" ? "null" : sync), (have ? sprintf("%.9f", off) : "null")
+}
+'
+
+# bpftrace programs (the same text as capture/bpftrace/*.bt; a test checks it)
+RUNQLAT_BT='/*
+ * runqlat.bt - Hindsight run-queue (scheduler) latency histogram.
+ *
+ * Time from a task becoming runnable (wakeup, or preempted while running)
+ * until it runs on a CPU, in microseconds. Every 10 s prints one line
+ * with the UTC time (the capture runs bpftrace under TZ=UTC0), then the
+ * histogram, then clears it. Approach of bpftrace tools/runqlat.bt.
+ * Uses tracepoints only (no kernel headers needed); TASK_RUNNING is 0.
+ */
+
+BEGIN
+{
+	printf("hindsight runqlat: run-queue latency in microseconds, histogram every 10 s\n");
+}
+
+tracepoint:sched:sched_wakeup,
+tracepoint:sched:sched_wakeup_new
+{
+	@qtime[args->pid] = nsecs;
+}
+
+tracepoint:sched:sched_switch
+{
+	if (args->prev_state == 0) {
+		@qtime[args->prev_pid] = nsecs;
+	}
+	$ns = @qtime[args->next_pid];
+	if ($ns) {
+		@usecs = hist((nsecs - $ns) / 1000);
+	}
+	delete(@qtime[args->next_pid]);
+}
+
+interval:s:10
+{
+	time("%Y-%m-%dT%H:%M:%SZ\n");
+	print(@usecs);
+	clear(@usecs);
+}
+
+END
+{
+	clear(@qtime);
+	clear(@usecs);
+}'
+BIOLAT_BT='/*
+ * biolat.bt - Hindsight block I/O latency histogram, per disk.
+ *
+ * Time from issue to the driver until completion of each block request,
+ * in microseconds, keyed by the disk major and minor number
+ * (@usecs[259, 0] is nvme0n1 on most hosts; see snap/lsblk). Every 10 s
+ * prints one line with the UTC time, then the histograms, then clears them.
+ * Uses the block tracepoints only (stable across kernels; no headers).
+ */
+
+BEGIN
+{
+	printf("hindsight biolat: block I/O latency in microseconds per major, minor; histogram every 10 s\n");
+}
+
+tracepoint:block:block_rq_issue
+{
+	@start[args->dev, args->sector] = nsecs;
+}
+
+tracepoint:block:block_rq_complete
+/@start[args->dev, args->sector]/
+{
+	@usecs[args->dev >> 20, args->dev & 0xfffff] = hist((nsecs - @start[args->dev, args->sector]) / 1000);
+	delete(@start[args->dev, args->sector]);
+}
+
+interval:s:10
+{
+	time("%Y-%m-%dT%H:%M:%SZ\n");
+	print(@usecs);
+	clear(@usecs);
+}
+
+END
+{
+	clear(@start);
+	clear(@usecs);
+}'
+
+# ---------------------------------------------------------------- arguments
+parse_args() {
+    while [ $# -gt 0 ]; do
+        case $1 in
+        -d | --duration | -i | --interval | -o | --out | --pid | --cgroup | --max-mb | --min-free-mb)
+            [ $# -ge 2 ] || {
+                usage >&2
+                die "$1 needs a value"
+            }
+            set_opt "$1" "$2"
+            shift 2
+            ;;
+        --duration=* | --interval=* | --out=* | --pid=* | --cgroup=* | --max-mb=* | --min-free-mb=*)
+            set_opt "${1%%=*}" "${1#*=}"
+            shift
+            ;;
+        -d?* | -i?* | -o?*)
+            set_opt "$(printf '%.2s' "$1")" "${1#-?}"
+            shift
+            ;;
+        --no-bpf) NO_BPF=true && shift ;;
+        --no-gpu) NO_GPU=true && shift ;;
+        --safe-mode) SAFE_MODE=true && shift ;;
+        -h | --help)
+            usage
+            exit 0
+            ;;
+        --version)
+            echo "hindsight-capture $CAPTURE_VERSION (bundle format $FORMAT_VERSION)"
+            exit 0
+            ;;
+        *)
+            usage >&2
+            die "unknown argument: $1"
+            ;;
+        esac
+    done
+}
+set_opt() {
+    case $1 in
+    -d | --duration)
+        is_uint "$2" || die "duration must be whole seconds: $2"
+        DURATION=$2
+        ;;
+    -i | --interval)
+        if ! is_uint "$2" || [ "$2" -lt 1 ]; then die "interval must be whole seconds >= 1: $2"; fi
+        INTERVAL=$2
+        ;;
+    -o | --out) OUT_PARENT=$2 ;;
+    --pid)
+        is_uint "$2" || die "--pid needs a numeric PID: $2"
+        PIDS="${PIDS:+$PIDS }$2"
+        ;;
+    --cgroup) CGROUP_SPECS="$CGROUP_SPECS$2$NL" ;;
+    --max-mb)
+        is_uint "$2" || die "--max-mb needs a number: $2"
+        MAX_MB=$2
+        ;;
+    --min-free-mb)
+        is_uint "$2" || die "--min-free-mb needs a number: $2"
+        MIN_FREE_MB=$2
+        ;;
+    esac
+}
+
+# ---------------------------------------------------------------- setup
+detect_features() {
+    _d=$(date +%N 2>/dev/null)
+    case $_d in '' | *[!0-9]*) DATE_FMT=+%s ;; *) DATE_FMT=+%s.%N ;; esac
+    TIMEOUT_K=
+    if have_cmd timeout; then
+        if timeout -k 1 5 true 2>/dev/null; then TIMEOUT_K=1; fi
+        HAVE_TIMEOUT=1
+    else
+        HAVE_TIMEOUT=
+        say "no 'timeout' command: one-shot commands are not time-limited (waits are still bounded)"
+    fi
+    USE_NICE=
+    if have_cmd nice && nice -n 19 true 2>/dev/null; then USE_NICE=1; fi
+    USE_IONICE=
+    if have_cmd ionice && ionice -c 3 true 2>/dev/null; then USE_IONICE=1; fi
+    USE_STDBUF=
+    if have_cmd stdbuf && stdbuf -oL true 2>/dev/null; then USE_STDBUF=1; fi
+    AWK_INTERACTIVE=
+    case $(awk -W version 2>&1 </dev/null) in *mawk*) AWK_INTERACTIVE=1 ;; esac
+    FRACTIONAL_SLEEP=
+    if sleep 0.01 2>/dev/null; then FRACTIONAL_SLEEP=1; fi
+    CMD_TIMEOUT=${HINDSIGHT_CMD_TIMEOUT:-}
+    if [ -n "$CMD_TIMEOUT" ] && ! is_uint "$CMD_TIMEOUT"; then CMD_TIMEOUT=; fi
+}
+
+host_facts() {
+    HOSTNAME_=
+    read -r HOSTNAME_ </proc/sys/kernel/hostname 2>/dev/null
+    [ -n "$HOSTNAME_" ] || HOSTNAME_=$(uname -n)
+    KERNEL=
+    read -r KERNEL </proc/sys/kernel/osrelease 2>/dev/null
+    [ -n "$KERNEL" ] || KERNEL=$(uname -r)
+    ARCH=$(uname -m)
+    OS=
+    for _f in /etc/os-release /usr/lib/os-release; do
+        [ -r "$_f" ] || continue
+        while IFS= read -r _l || [ -n "$_l" ]; do
+            case $_l in PRETTY_NAME=*)
+                OS=${_l#PRETTY_NAME=}
+                OS=${OS#\"}
+                OS=${OS%\"}
+                ;;
+            esac
+        done <"$_f"
+        break
+    done
+    CPUS=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo)
+    USER_ID=$(id -u)
+    if [ "$USER_ID" = 0 ]; then IS_ROOT=true; else IS_ROOT=false; fi
+    # IANA timezone of the host (the collectors themselves run in UTC)
+    TIMEZONE=
+    if [ -n "$ORIG_TZ" ]; then TIMEZONE=${ORIG_TZ#:}; fi
+    if [ -z "$TIMEZONE" ] && [ -r /etc/timezone ]; then read -r TIMEZONE </etc/timezone || true; fi
+    if [ -z "$TIMEZONE" ] && [ -L /etc/localtime ]; then
+        _z=$(readlink /etc/localtime 2>/dev/null)
+        case $_z in *zoneinfo/*) TIMEZONE=${_z#*zoneinfo/} ;; esac
+    fi
+    if [ -z "$TIMEZONE" ] && have_cmd timedatectl; then
+        TIMEZONE=$(run_limited 5 timedatectl show -p Timezone --value 2>/dev/null) || TIMEZONE=
+    fi
+    if [ -n "$ORIG_TZ" ]; then
+        UTC_OFFSET=$(TZ=$ORIG_TZ date +%z)
+    else
+        UTC_OFFSET=$(
+            unset TZ
+            date +%z
+        )
+    fi
+}
+
+# run a short command in the foreground under timeout (helpers only)
+run_limited() {
+    _lim=$1
+    shift
+    if [ -n "$HAVE_TIMEOUT" ]; then timeout "$_lim" "$@"; else "$@"; fi
+}
+
+make_workdir() {
+    _stamps=$(date -u '+%Y%m%dT%H%M%SZ %Y-%m-%dT%H:%M:%SZ')
+    STAMP=${_stamps% *}
+    START_UTC=${_stamps#* }
+    _h=$(printf '%s' "$HOSTNAME_" | tr -c 'A-Za-z0-9._-' '_' | cut -c1-64)
+    [ -n "$_h" ] || _h=unknown
+    mkdir -p "$OUT_PARENT" 2>/dev/null || die "cannot create output directory $OUT_PARENT"
+    OUT_ABS=$(cd "$OUT_PARENT" && pwd) || die "cannot enter output directory $OUT_PARENT"
+    NAME=hindsight-$_h-$STAMP
+    _n=1
+    while [ -e "$OUT_ABS/$NAME" ] || [ -e "$OUT_ABS/$NAME.tgz" ]; do
+        _n=$((_n + 1))
+        NAME=hindsight-$_h-$STAMP-$_n
+    done
+    mkdir "$OUT_ABS/$NAME" 2>/dev/null || die "cannot write in $OUT_ABS (permissions? try -o /var/tmp)"
+    WORK=$OUT_ABS/$NAME
+    cd "$WORK" || die "cannot enter $WORK"
+    mkdir series snap .state || die "cannot create directories in $WORK"
+    LOG=$WORK/capture.log
+    : >"$LOG"
+    TMPDIR=$WORK/.state
+    export TMPDIR
+}
+
+# ---------------------------------------------------------------- running things
+# spawn LIMIT OUT ERR STATUSFILE CMD...: background wrapper that runs CMD under
+# timeout/nice/ionice, forwards SIGTERM to it and writes "rc=N" when it ends.
+spawn() {
+    _lim=$1 _out=$2 _err=$3 _st=$4 _extra_st=$SPAWN_EXTRA_ST
+    SPAWN_EXTRA_ST=''
+    shift 4
+    # one-shot snapshots are short reads: nice only; series also get ionice
+    if [ -n "$USE_IONICE" ] && [ "$_lim" -ge "${SERIES_LIMIT:-999999}" ]; then set -- ionice -c 3 "$@"; fi
+    if [ -n "$USE_NICE" ]; then set -- nice -n 19 "$@"; fi
+    if [ -n "$HAVE_TIMEOUT" ]; then
+        if [ -n "$TIMEOUT_K" ]; then set -- timeout -k 3 "$_lim" "$@"; else set -- timeout "$_lim" "$@"; fi
+    fi
+    # shellcheck disable=SC2086 # a list of our own paths without spaces
+    rm -f "$_st" $_extra_st
+    (
+        _stop=
+        trap '_stop=1' TERM
+        "$@" >"$_out" 2>"$_err" </dev/null &
+        _c=$!
+        trap 'kill -TERM "$_c" 2>/dev/null' TERM
+        if [ -n "$_stop" ]; then kill -TERM "$_c" 2>/dev/null; fi
+        while :; do
+            wait "$_c"
+            _rc=$?
+            kill -0 "$_c" 2>/dev/null || break
+        done
+        printf 'rc=%s\n' "$_rc" >"$_st"
+        for _x in $_extra_st; do printf 'rc=%s\n' "$_rc" >"$_x"; done
+    ) 2>/dev/null &
+    SPAWN_PID=$!
+}
+
+# wait (interruptibly, bounded) until a status file appears
+await_status() {
+    _f=$1 _lim10=$(($2 * 10)) _t=0
+    for _s in 0.02 0.05 0.1 0.2 0.3; do
+        [ -e "$_f" ] && return 0
+        if [ -n "$FRACTIONAL_SLEEP" ]; then nap "$_s"; else break; fi
+    done
+    _t=7
+    while [ ! -e "$_f" ]; do
+        [ "$_t" -ge "$_lim10" ] && return 1
+        if [ -n "$FRACTIONAL_SLEEP" ]; then
+            nap 0.5
+            _t=$((_t + 5))
+        else
+            nap 1
+            _t=$((_t + 10))
+        fi
+    done
+    return 0
+}
+
+# probe LIMIT CMD...: run CMD in the background, wait (bounded); true when it exits 0
+probe() {
+    _plim=$1
+    shift
+    spawn "$_plim" /dev/null /dev/null .state/probe.status "$@"
+    ONESHOT_PID=$SPAWN_PID
+    if await_status .state/probe.status $((_plim + 5)); then
+        read -r _pl <.state/probe.status || _pl=rc=1
+        wait "$ONESHOT_PID" 2>/dev/null
+        ONESHOT_PID=''
+        [ "${_pl#rc=}" = 0 ]
+        return
+    fi
+    ONESHOT_PID=''
+    printf 'timeout: %s\n' "$*" >>"$LOG"
+    GPU_HUNG=1
+    return 1
+}
+
+# snap NAME TOOL LIMIT_S CMD...: one-shot snapshot into snap/NAME.PHASE.out
+snap() {
+    _name=$1 _tool=$2 _slim=$3
+    shift 3
+    [ -n "$CMD_TIMEOUT" ] && _slim=$CMD_TIMEOUT
+    _stem=snap/$_name.$PHASE
+    if [ -n "$SNAP_CMD" ]; then
+        _cmd=$SNAP_CMD
+        SNAP_CMD=''
+    else
+        cmdline "$@"
+        _cmd=$CMDLINE
+    fi
+    if [ "$_tool" = nvidia_smi ] && [ -n "$GPU_HUNG" ]; then
+        reg_off "$_name.$PHASE" snapshot "$_tool" skipped "nvidia-smi did not answer earlier in this capture" "$_cmd"
+        return 1
+    fi
+    spawn "$_slim" "$_stem.out" "$_stem.err" "$_stem.status" "$@"
+    ONESHOT_PID=$SPAWN_PID
+    _reason=
+    if await_status "$_stem.status" $((_slim + 5)); then
+        read -r _l <"$_stem.status" || _l=rc=1
+        _rc=${_l#rc=}
+        wait "$ONESHOT_PID" 2>/dev/null
+        case $_rc in
+        0) _state=ok ;;
+        124 | 137) _state=timeout _reason="no answer within ${_slim} s" ;;
+        *) _state=failed ;;
+        esac
+    else
+        _rc='' _state=timeout _reason="did not exit after kill (stuck in the kernel?); abandoned"
+        printf 'abandoned\n' >"$_stem.status"
+    fi
+    ONESHOT_PID=
+    if [ "$_state" = timeout ] && [ "$_tool" = nvidia_smi ]; then GPU_HUNG=1; fi
+    reg "$_name.$PHASE" snapshot "$_tool" "$_stem.out" "$_stem.err" "$_stem.status" "$_state" "$_rc" "$_reason" "" "$_cmd"
+    [ "$_state" = ok ]
+}
+
+# snap_cmd NAME TOOL LIMIT CMD...: like snap, but records 'missing' without CMD
+snap_cmd() {
+    if have_cmd "$4"; then
+        snap "$@"
+    else
+        reg_off "$1.$PHASE" snapshot "$2" missing "command not found: $4" "$4"
+        return 1
+    fi
+}
+
+# snap_files NAME TOOL AWKPROG FILE...: dump the existing files with one awk
+snap_files() {
+    _name=$1 _tool=$2 _prog=$3
+    shift 3
+    _list=.state/$_name.$PHASE.list
+    : >"$_list"
+    for _f in "$@"; do
+        if [ -f "$_f" ]; then printf '%s\n' "$_f" >>"$_list"; fi
+    done
+    if [ ! -s "$_list" ]; then
+        reg_off "$_name.$PHASE" snapshot "$_tool" skipped "none of its files exist on this host" "read $1 ..."
+        return 1
+    fi
+    SNAP_CMD="read $(wc -l <"$_list" | tr -d ' ') files: $*"
+    snap "$_name" "$_tool" 15 awk -v list="$_list" "$_prog"
+}
+
+# series NAME TOOL FLAGS CMD...: start a time-series collector in the background
+series() {
+    _name=$1 _tool=$2 _flags=$3
+    shift 3
+    if [ -n "$_cmd_override" ]; then
+        _cmd=$_cmd_override
+    else
+        cmdline "$@"
+        _cmd=$CMDLINE
+    fi
+    _cmd_override=
+    spawn "$SERIES_LIMIT" "series/$_name.out" "series/$_name.err" "series/$_name.status" "$@"
+    SERIES_PIDS="$SERIES_PIDS $SPAWN_PID:$_name:$_flags"
+    reg "$_name" series "$_tool" "series/$_name.out" "series/$_name.err" "series/$_name.status" running "" "" "$_flags" "$_cmd"
+}
+
+# sampler NAME LISTFILE: register a sampler collector; start_samplers runs them all
+sampler() {
+    SAMPLERS="${SAMPLERS:+$SAMPLERS }$1=$2"
+}
+start_samplers() {
+    [ -n "$SAMPLERS" ] || return 0
+    set -- awk -v lists="$SAMPLERS" "$SAMPLER_AWK"
+    [ -n "$AWK_INTERACTIVE" ] && set -- awk -W interactive -v lists="$SAMPLERS" "$SAMPLER_AWK"
+    _first=''
+    _extra=''
+    for _e in $SAMPLERS; do
+        _m=${_e%%=*}
+        if [ -z "$_first" ]; then _first=$_m; else _extra="$_extra series/$_m.status"; fi
+    done
+    SPAWN_EXTRA_ST=$_extra
+    # the process's own stderr goes to the first sampler's .err; read errors go to each one's
+    spawn "$SERIES_LIMIT" /dev/null "series/$_first.err" "series/$_first.status" \
+        sh -c "$TICKER_SH" hindsight-ticker "$INTERVAL" "$DATE_FMT" "$$" .state/stop "$MAX_TICKS" "$@"
+    for _e in $SAMPLERS; do
+        _m=${_e%%=*}
+        [ "$_m" = "$_first" ] || : >"series/$_m.err"
+        SERIES_PIDS="$SERIES_PIDS $SPAWN_PID:$_m:"
+        _n=$(wc -l <"${_e#*=}" | tr -d ' ')
+        reg "$_m" series "$_m" "series/$_m.out" "series/$_m.err" "series/$_m.status" running "" "" "" \
+            "sampler (one process for all samplers): every ${INTERVAL} s read $_n files, see bundle-format.md"
+    done
+}
+
+# ---------------------------------------------------------------- manifest
+write_manifest() {
+    _complete=${1:-0}
+    _up=$(date -u '+%Y-%m-%dT%H:%M:%SZ')
+    meta updated_utc s "$_up"
+    ls -ln series snap snap/pstore >.state/sizes 2>/dev/null
+    _sum=
+    [ "$_complete" = 1 ] && _sum=.state/summary && : >"$_sum"
+    if awk -v complete="$_complete" -v interrupted="$INTERRUPTED" -v stopped="$STOPPED" -v summary="$_sum" \
+        "$MANIFEST_AWK" .state/meta .state/reg .state/sizes >manifest.json.tmp 2>>"$LOG"; then
+        mv -f manifest.json.tmp manifest.json
+    else
+        err "could not write manifest.json"
+    fi
+}
+
+# ---------------------------------------------------------------- clock
+clock_snapshot() {
+    _ph=$1
+    _e=$(date "$DATE_FMT")
+    read -r _upf _ </proc/uptime
+    _utc=$(date -u '+%Y-%m-%dT%H:%M:%SZ')
+    _boot=$(awk -v e="$_e" -v u="$_upf" 'BEGIN { printf "%.3f", e - u }')
+    if [ -n "$ORIG_TZ" ]; then
+        _local=$(TZ=$ORIG_TZ date '+%Y-%m-%dT%H:%M:%S%z')
+    else
+        _local=$(
+            unset TZ
+            date '+%Y-%m-%dT%H:%M:%S%z'
+        )
+    fi
+    _cs=
+    read -r _cs </sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || _cs=
+    # NTP state: the first time source tool found answers
+    _src=none
+    PHASE=$_ph
+    if have_cmd chronyc; then
+        _src=chronyc
+        snap ntp chronyc 10 chronyc -n tracking
+    elif have_cmd timedatectl; then
+        _src=timedatectl
+        snap ntp timedatectl 10 timedatectl show || snap ntp timedatectl 10 timedatectl status
+        if [ -e /run/systemd/timesync/synchronized ]; then printf 'NTPSynchronized=yes\n' >>"snap/ntp.$_ph.out"; fi
+    elif have_cmd ntpq; then
+        _src=ntpq
+        snap ntp ntpq 10 ntpq -pn
+    else
+        reg_off "ntp.$_ph" snapshot ntp missing "no chronyc, timedatectl or ntpq" ""
+    fi
+    _ntp="null null"
+    if [ "$_src" != none ] && [ -s "snap/ntp.$_ph.out" ]; then
+        _ntp=$(awk -v src="$_src" "$NTP_AWK" "snap/ntp.$_ph.out")
+    fi
+    _sync=${_ntp% *}
+    _off=${_ntp#* }
+    {
+        printf 'epoch_s=%s\nuptime_s=%s\nboot_epoch_s=%s\nutc=%s\nlocal=%s\n' "$_e" "$_upf" "$_boot" "$_utc" "$_local"
+        printf 'timezone=%s\nutc_offset=%s\nclocksource=%s\n' "$TIMEZONE" "$UTC_OFFSET" "$_cs"
+        printf 'ntp_source=%s\nntp_synchronized=%s\nntp_offset_s=%s\n' "$_src" "$_sync" "$_off"
+    } >"snap/clock.$_ph.out"
+    printf 'rc=0\n' >"snap/clock.$_ph.status"
+    reg "clock.$_ph" snapshot clock "snap/clock.$_ph.out" "" "snap/clock.$_ph.status" ok 0 "" "" "date $DATE_FMT; cat /proc/uptime"
+    meta "${_ph}_epoch_s" n "$_e"
+    meta "${_ph}_uptime_s" n "$_upf"
+    if [ "$_ph" = start ]; then
+        meta boot_epoch_s n "$_boot"
+        meta clocksource s "$_cs"
+        meta ntp_source s "$_src"
+        meta ntp_synchronized b "$_sync"
+        meta ntp_offset_s n "$_off"
+    else
+        meta end_utc s "$_utc"
+    fi
+}
+
+# ---------------------------------------------------------------- targets
+resolve_targets() {
+    PIDS_AUTO=false
+    if [ -z "$PIDS" ]; then
+        PIDS_AUTO=true
+        : >.state/top.list
+        for _p in /proc/[0-9]*; do printf '%s/stat\n' "$_p" >>.state/top.list; done
+        _hz=$(getconf CLK_TCK 2>/dev/null) || _hz=100
+        is_uint "$_hz" || _hz=100
+        read -r _ _ _ _ _pg _ </proc/self/stat || _pg=0
+        TOP_PIDS=$(run_limited 15 awk -v list=.state/top.list -v hz="$_hz" -v self="$$" -v pgrp="$_pg" \
+            -v ncpu=10 -v nrss=5 "$TOP_AWK" 2>/dev/null | tr '\n' ' ')
+        for _p in $TOP_PIDS; do PIDS="${PIDS:+$PIDS }$_p"; done
+        say "no --pid given: following the top consumers by CPU and RSS: ${PIDS:-none}"
+    else
+        for _p in $PIDS; do
+            [ -d "/proc/$_p" ] || say "warning: PID $_p does not exist"
+        done
+    fi
+    # cgroups: --cgroup specs, plus the cgroups of each target PID
+    : >.state/cgspec
+    _old_ifs=$IFS
+    IFS=$NL
+    for _c in $CGROUP_SPECS; do
+        [ -n "$_c" ] && printf 'rel\t%s\n' "$_c" >>.state/cgspec
+    done
+    IFS=$_old_ifs
+    _k=0
+    for _p in $PIDS; do
+        _k=$((_k + 1))
+        # automatic targets: only the cgroups of the three biggest CPU consumers
+        [ "$PIDS_AUTO" = true ] && [ "$_k" -gt 3 ] && break
+        if [ -r "/proc/$_p/cgroup" ]; then
+            while IFS= read -r _l; do printf 'pid\t%s\n' "$_l" >>.state/cgspec; done <"/proc/$_p/cgroup"
+        fi
+    done
+    : >.state/cgdirs
+    awk "$CGROUP_AWK" .state/cgspec 2>/dev/null | while IFS= read -r _d; do
+        if [ -d "$_d" ]; then printf '%s\n' "$_d" >>.state/cgdirs; fi
+    done
+    CG_COUNT=$(wc -l <.state/cgdirs | tr -d ' ')
+    # shellcheck disable=SC2086 # PIDS is a list of numbers
+    meta_list pids $PIDS
+    meta pids_auto b "$PIDS_AUTO"
+    set --
+    while IFS= read -r _d; do set -- "$@" "$_d"; done <.state/cgdirs
+    meta_list cgroups "$@"
+    [ "$CG_COUNT" -gt 0 ] && say "following $CG_COUNT cgroup directories (list in manifest targets.cgroups)"
+    return 0
+}
+
+# list files: add_files LIST FILE... (only those that exist)
+add_files() {
+    _lf=$1
+    shift
+    for _f in "$@"; do
+        if [ -r "$_f" ] && [ -f "$_f" ]; then printf '%s\n' "$_f" >>"$_lf"; fi
+    done
+}
+# the per-cgroup file lists for the samplers and the limit snapshots
+cgroup_lists() {
+    : >.state/cgroup.list
+    : >.state/cgpsi.list
+    : >.state/cglimits.list
+    while IFS= read -r _d; do
+        add_files .state/cgroup.list "$_d/cpu.stat" "$_d/cpuacct.usage" "$_d/memory.current" "$_d/memory.swap.current" \
+            "$_d/memory.events" "$_d/memory.usage_in_bytes" "$_d/memory.max_usage_in_bytes" "$_d/memory.failcnt" \
+            "$_d/memory.oom_control" "$_d/memory.stat" "$_d/io.stat" "$_d/blkio.throttle.io_service_bytes" \
+            "$_d/blkio.throttle.io_serviced" "$_d/pids.current"
+        add_files .state/cgpsi.list "$_d/cpu.pressure" "$_d/memory.pressure" "$_d/io.pressure" "$_d/irq.pressure"
+        add_files .state/cglimits.list "$_d/cpu.max" "$_d/cpu.weight" "$_d/cpu.max.burst" "$_d/cpuset.cpus.effective" \
+            "$_d/cpuset.mems.effective" "$_d/memory.max" "$_d/memory.high" "$_d/memory.low" "$_d/memory.min" \
+            "$_d/memory.swap.max" "$_d/memory.oom.group" "$_d/io.max" "$_d/io.weight" "$_d/pids.max" \
+            "$_d/cpu.cfs_quota_us" "$_d/cpu.cfs_period_us" "$_d/cpu.shares" "$_d/cpuset.cpus" "$_d/cpuset.mems" \
+            "$_d/memory.limit_in_bytes" "$_d/memory.soft_limit_in_bytes" "$_d/memory.memsw.limit_in_bytes" \
+            "$_d/blkio.throttle.read_bps_device" "$_d/blkio.throttle.write_bps_device" \
+            "$_d/blkio.throttle.read_iops_device" "$_d/blkio.throttle.write_iops_device"
+    done <.state/cgdirs
+}
+
+# ---------------------------------------------------------------- time series
+start_series() {
+    _n=$((DURATION / INTERVAL))
+    [ "$_n" -ge 1 ] || _n=1
+    if [ "$DURATION" = 0 ]; then
+        SERIES_LIMIT=86460
+        MAX_TICKS=$((86400 / INTERVAL + 2))
+        _c1='' _c='' # no counts: the collectors run until stopped
+    else
+        SERIES_LIMIT=$((DURATION + 60))
+        MAX_TICKS=$((_n + 3))
+        _c1=$((_n + 1)) _c=$_n
+    fi
+    say "starting time series every $INTERVAL s"
+
+    if have_cmd vmstat; then
+        if vmstat -t -w 1 1 >/dev/null 2>&1; then
+            series vmstat vmstat counted vmstat -t -w -n "$INTERVAL" ${_c1:+"$_c1"}
+        else
+            series vmstat vmstat counted vmstat -t -n "$INTERVAL" ${_c1:+"$_c1"}
+        fi
+    else
+        reg_off vmstat series vmstat missing "command not found: vmstat (procps)" "vmstat -t -w -n $INTERVAL"
+    fi
+    if have_cmd iostat; then
+        series iostat iostat counted iostat -t -x -y "$INTERVAL" ${_c:+"$_c"}
+        case $(iostat -o JSON 2>/dev/null | head -c 1) in
+        '{') series iostat_json iostat_json counted iostat -t -x -y -o JSON "$INTERVAL" ${_c:+"$_c"} ;;
+        *) reg_off iostat_json series iostat_json skipped "this iostat has no -o JSON (sysstat < 11.5)" "iostat -t -x -y -o JSON" ;;
+        esac
+    else
+        reg_off iostat series iostat missing "command not found: iostat (install sysstat)" "iostat -t -x -y $INTERVAL"
+        reg_off iostat_json series iostat_json missing "command not found: iostat (install sysstat)" "iostat -t -x -y -o JSON $INTERVAL"
+    fi
+    if have_cmd mpstat; then
+        series mpstat mpstat counted mpstat -P ALL "$INTERVAL" ${_c:+"$_c"}
+        if mpstat -I SUM,SCPU -P ALL >/dev/null 2>&1; then
+            series mpstat_irq mpstat_irq counted mpstat -I SUM,SCPU -P ALL "$INTERVAL" ${_c:+"$_c"}
+        else
+            series mpstat_irq mpstat_irq counted mpstat -I SUM "$INTERVAL" ${_c:+"$_c"}
+        fi
+    else
+        reg_off mpstat series mpstat missing "command not found: mpstat (install sysstat)" "mpstat -P ALL $INTERVAL"
+        reg_off mpstat_irq series mpstat_irq missing "command not found: mpstat (install sysstat)" "mpstat -I SUM,SCPU -P ALL $INTERVAL"
+    fi
+    if have_cmd sar; then
+        _net=DEV,EDEV
+        if sar --help 2>&1 | grep -q 'SOFT'; then _net=DEV,EDEV,SOFT; fi
+        series sar sar counted sar -n "$_net" -q -B -w "$INTERVAL" ${_c:+"$_c"}
+    else
+        reg_off sar series sar missing "command not found: sar (install sysstat)" "sar -n DEV,EDEV -q -B -w $INTERVAL"
+    fi
+    if have_cmd pidstat; then
+        if [ -n "$PIDS" ]; then
+            _pl=$(printf '%s' "$PIDS" | tr ' ' ',')
+            if pidstat -h -H -p "$$" >/dev/null 2>&1; then
+                series pidstat pidstat counted pidstat -u -r -d -w -h -H -p "$_pl" "$INTERVAL" ${_c:+"$_c"}
+            else
+                series pidstat pidstat counted pidstat -u -r -d -w -h -p "$_pl" "$INTERVAL" ${_c:+"$_c"}
+            fi
+        else
+            reg_off pidstat series pidstat skipped "no target PIDs" "pidstat -u -r -d -w -h -H"
+        fi
+    else
+        reg_off pidstat series pidstat missing "command not found: pidstat (install sysstat)" "pidstat -u -r -d -w -h -H -p PIDS $INTERVAL"
+    fi
+
+    # samplers
+    : >.state/psi.list
+    add_files .state/psi.list /proc/pressure/cpu /proc/pressure/memory /proc/pressure/io /proc/pressure/irq
+    if [ -s .state/psi.list ] && ! read -r _x </proc/pressure/cpu 2>/dev/null; then
+        : >.state/psi.list
+        say "note: /proc/pressure is not readable (kernel booted with psi=0?)"
+    fi
+    cat .state/cgpsi.list >>.state/psi.list
+    if [ -s .state/psi.list ]; then
+        sampler psi .state/psi.list
+    else
+        reg_off psi series psi missing "no /proc/pressure (kernel < 4.20, or psi=0 on the kernel command line)" ""
+    fi
+    if [ -s .state/cgroup.list ]; then
+        sampler cgroup .state/cgroup.list
+    else
+        reg_off cgroup series cgroup skipped "no target cgroup found (give --cgroup or --pid)" ""
+    fi
+    : >.state/meminfo.list
+    add_files .state/meminfo.list /proc/meminfo
+    sampler meminfo .state/meminfo.list
+    : >.state/proc_vmstat.list
+    add_files .state/proc_vmstat.list /proc/vmstat
+    sampler proc_vmstat .state/proc_vmstat.list
+    : >.state/ib.list
+    if [ -d /sys/class/infiniband ]; then
+        add_files .state/ib.list /sys/class/infiniband/*/ports/*/state /sys/class/infiniband/*/ports/*/rate \
+            /sys/class/infiniband/*/ports/*/counters/* /sys/class/infiniband/*/ports/*/hw_counters/*
+    fi
+    if [ -s .state/ib.list ]; then
+        sampler infiniband .state/ib.list
+    else
+        reg_off infiniband series infiniband missing "no /sys/class/infiniband port counters (no RDMA devices)" ""
+    fi
+
+    start_samplers
+
+    # kernel log, new messages only (the ring buffer so far is snap/dmesg_full)
+    # (read can fail on sysctl files for non-root although it got the value)
+    _restrict=''
+    read -r _restrict </proc/sys/kernel/dmesg_restrict 2>/dev/null
+    [ -n "$_restrict" ] || _restrict=0
+    if ! have_cmd dmesg; then
+        reg_off dmesg series dmesg missing "command not found: dmesg" "dmesg -W --time-format iso"
+    elif [ "$IS_ROOT" != true ] && [ "$_restrict" = 1 ]; then
+        reg_off dmesg series dmesg skipped "kernel.dmesg_restrict=1 and not root" "dmesg -W --time-format iso"
+    else
+        _h=$(dmesg --help 2>&1)
+        set -- dmesg
+        case $_h in *--follow-new*) set -- "$@" -W ;; *--follow*) set -- "$@" -w ;; esac
+        case $_h in *--time-format*) set -- "$@" --time-format iso ;; esac
+        DMESG_ISO=
+        case $_h in *--time-format*) DMESG_ISO=1 ;; esac
+        if [ "$#" = 1 ] || [ "$2" = --time-format ]; then
+            reg_off dmesg series dmesg missing "this dmesg cannot follow (busybox?)" "dmesg -w"
+        else
+            cmdline "$@"
+            _cmd_override=$CMDLINE
+            if [ -n "$USE_STDBUF" ]; then set -- stdbuf -oL "$@"; fi
+            series dmesg dmesg empty_ok "$@"
+        fi
+    fi
+
+    # bpftrace histograms
+    if [ "$NO_BPF" = true ]; then
+        reg_off bpf_runqlat series bpftrace skipped "--no-bpf" "bpftrace runqlat.bt"
+        reg_off bpf_biolat series bpftrace skipped "--no-bpf" "bpftrace biolat.bt"
+    elif [ "$SAFE_MODE" = true ]; then
+        reg_off bpf_runqlat series bpftrace skipped "--safe-mode" "bpftrace runqlat.bt"
+        reg_off bpf_biolat series bpftrace skipped "--safe-mode" "bpftrace biolat.bt"
+    elif ! have_cmd bpftrace; then
+        reg_off bpf_runqlat series bpftrace missing "command not found: bpftrace" "bpftrace runqlat.bt"
+        reg_off bpf_biolat series bpftrace missing "command not found: bpftrace" "bpftrace biolat.bt"
+    elif [ "$IS_ROOT" != true ]; then
+        reg_off bpf_runqlat series bpftrace skipped "needs root" "bpftrace runqlat.bt"
+        reg_off bpf_biolat series bpftrace skipped "needs root" "bpftrace biolat.bt"
+    else
+        _cmd_override="bpftrace -B line -e <capture/bpftrace/runqlat.bt>"
+        series bpf_runqlat bpftrace empty_ok bpftrace -B line -e "$RUNQLAT_BT"
+        _cmd_override="bpftrace -B line -e <capture/bpftrace/biolat.bt>"
+        series bpf_biolat bpftrace empty_ok bpftrace -B line -e "$BIOLAT_BT"
+    fi
+}
+
+# GPU: probe (which can hang on a sick GPU), then dmon with the widest metric set
+start_gpu() {
+    GPU_OK=
+    if [ "$NO_GPU" = true ] || [ "$SAFE_MODE" = true ]; then
+        _why=--no-gpu
+        [ "$SAFE_MODE" = true ] && _why="--safe-mode"
+        reg_off nvidia_dmon series nvidia_dmon skipped "$_why" "nvidia-smi dmon"
+        return 0
+    fi
+    if ! have_cmd nvidia-smi; then
+        reg_off nvidia_dmon series nvidia_dmon missing "command not found: nvidia-smi (no NVIDIA driver)" "nvidia-smi dmon"
+        return 0
+    fi
+    PHASE=start
+    if ! snap nvidia_list nvidia_smi 20 nvidia-smi -L; then
+        reg_off nvidia_dmon series nvidia_dmon failed "nvidia-smi -L did not succeed (see snap/nvidia_list.start.err)" "nvidia-smi dmon"
+        return 0
+    fi
+    GPU_OK=1
+    _lim=20
+    [ -n "$CMD_TIMEOUT" ] && _lim=$CMD_TIMEOUT
+    _sel=
+    # _gpu_set, not _s: POSIX sh has no locals and probe's helpers use _s.
+    for _gpu_set in pucvmet pucvm puc; do
+        if probe "$_lim" nvidia-smi dmon -c 1 -s "$_gpu_set" -o DT; then
+            _sel=$_gpu_set
+            break
+        fi
+        if [ -n "$GPU_HUNG" ]; then
+            reg_off nvidia_dmon series nvidia_dmon timeout "nvidia-smi dmon did not answer within $_lim s" "nvidia-smi dmon"
+            return 0
+        fi
+    done
+    set -- nvidia-smi dmon -o DT -d "$INTERVAL"
+    [ -n "$_sel" ] && set -- "$@" -s "$_sel"
+    cmdline "$@"
+    _cmd_override=$CMDLINE
+    if [ -n "$USE_STDBUF" ]; then set -- stdbuf -oL "$@"; fi
+    series nvidia_dmon nvidia_dmon "" "$@"
+}
+
+# ---------------------------------------------------------------- snapshots
+take_snapshots() {
+    PHASE=$1
+    say "taking $PHASE snapshots"
+    if [ "$PHASE" = start ]; then
+        snap_cmd uname uname 10 uname -a
+        if [ -r /etc/os-release ]; then
+            snap_cmd os_release os_release 10 cat /etc/os-release
+        else
+            snap_cmd os_release os_release 10 cat /usr/lib/os-release
+        fi
+        snap_cmd cmdline cmdline 10 cat /proc/cmdline
+        snap_cmd lscpu lscpu 15 lscpu
+        snap_cmd numactl numactl 15 numactl -H
+        snap_cmd lsblk lsblk 15 lsblk
+        snap_files sysctl host_config "$SYSCTL_AWK" /proc/sys/vm/* /proc/sys/kernel/sched* \
+            /proc/sys/kernel/numa_balancing* /proc/sys/kernel/hung_task* /proc/sys/kernel/watchdog_thresh \
+            /proc/sys/kernel/nmi_watchdog /proc/sys/kernel/panic* /proc/sys/kernel/pid_max \
+            /proc/sys/kernel/threads-max /proc/sys/kernel/dmesg_restrict /proc/sys/fs/file-max /proc/sys/fs/file-nr
+        snap_files thp host_config "$DUMP_AWK" /sys/kernel/mm/transparent_hugepage/enabled \
+            /sys/kernel/mm/transparent_hugepage/defrag /sys/kernel/mm/transparent_hugepage/shmem_enabled \
+            /sys/kernel/mm/transparent_hugepage/use_zero_page /sys/kernel/mm/transparent_hugepage/khugepaged/defrag \
+            /sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none \
+            /sys/kernel/mm/transparent_hugepage/khugepaged/pages_to_scan \
+            /sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs
+        snap_files cpufreq host_config "$DUMP_AWK" /sys/devices/system/cpu/online /sys/devices/system/cpu/offline \
+            /sys/devices/system/cpu/isolated /sys/devices/system/cpu/nohz_full \
+            /sys/devices/system/cpu/intel_pstate/status /sys/devices/system/cpu/intel_pstate/no_turbo \
+            /sys/devices/system/cpu/cpufreq/boost \
+            /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor \
+            /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_driver \
+            /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq \
+            /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_min_freq \
+            /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_max_freq \
+            /sys/devices/system/cpu/cpu[0-9]*/cpufreq/energy_performance_preference
+        snap_files irq_affinity host_config "$DUMP_AWK" /proc/irq/default_smp_affinity \
+            /proc/irq/*/smp_affinity_list /proc/irq/*/effective_affinity_list
+        snap_cmd mounts mounts 10 cat /proc/self/mounts
+        if ! have_cmd dmesg; then
+            reg_off dmesg_full.start snapshot dmesg missing "command not found: dmesg" "dmesg"
+        elif [ "$IS_ROOT" != true ] && [ "$_restrict" = 1 ]; then
+            reg_off dmesg_full.start snapshot dmesg skipped "kernel.dmesg_restrict=1 and not root" "dmesg"
+        elif [ -n "$DMESG_ISO" ]; then
+            snap dmesg_full dmesg 20 dmesg --time-format iso
+        else
+            snap dmesg_full dmesg 20 dmesg
+        fi
+        if ! snap_cmd journal_prev journalctl 30 journalctl -k -b -1 --no-pager -o short-iso-precise -n 50000 &&
+            [ -s snap/journal_prev.start.err ] && grep -q -i -e 'boot' -e 'no journal' snap/journal_prev.start.err; then
+            reg journal_prev.start snapshot journalctl snap/journal_prev.start.out snap/journal_prev.start.err \
+                snap/journal_prev.start.status skipped "" "no previous boot in the journal: $(tail -n 1 snap/journal_prev.start.err)" "" \
+                "journalctl -k -b -1 --no-pager -o short-iso-precise -n 50000"
+        fi
+        pstore_snapshot
+    fi
+    snap_cmd df df 15 df -Pk
+    snap_cmd mountstats mountstats 15 cat /proc/self/mountstats
+    snap_cmd interrupts interrupts 10 cat /proc/interrupts
+    snap_cmd softirqs softirqs 10 cat /proc/softirqs
+    snap_cmd buddyinfo buddyinfo 10 cat /proc/buddyinfo
+    if have_cmd ps; then
+        if [ -n "$PS_PROCPS" ]; then
+            SNAP_CMD="ps -eo pid,ppid,user,pri,ni,psr,stat,pcpu,pmem,rss,vsz,nlwp,etimes,comm,args --sort=-pcpu | head -n 101 | mask"
+            snap ps_cpu ps 15 sh -c 'ps -eo pid,ppid,user,pri,ni,psr,stat,pcpu,pmem,rss,vsz,nlwp,etimes,comm,args --sort=-pcpu | head -n 101 | awk "$1"' sh "$MASK_AWK"
+            SNAP_CMD="ps -eo pid,ppid,user,pri,ni,psr,stat,pcpu,pmem,rss,vsz,nlwp,etimes,comm,args --sort=-rss | head -n 101 | mask"
+            snap ps_rss ps 15 sh -c 'ps -eo pid,ppid,user,pri,ni,psr,stat,pcpu,pmem,rss,vsz,nlwp,etimes,comm,args --sort=-rss | head -n 101 | awk "$1"' sh "$MASK_AWK"
+        else
+            snap ps_cpu ps 15 sh -c 'ps -o pid,ppid,user,vsz,rss,stat,comm,args | awk "$1"' sh "$MASK_AWK"
+            reg_off "ps_rss.$PHASE" snapshot ps skipped "this ps cannot sort (busybox); see ps_cpu" "ps"
+        fi
+    else
+        reg_off "ps_cpu.$PHASE" snapshot ps missing "command not found: ps" "ps"
+        reg_off "ps_rss.$PHASE" snapshot ps missing "command not found: ps" "ps"
+    fi
+    _snap_pids=$PIDS
+    if [ "$PIDS_AUTO" = true ]; then
+        # shellcheck disable=SC2086 # PIDS is a list of numbers
+        _snap_pids=$(printf '%s\n' $PIDS | head -n 5 | tr '\n' ' ')
+    fi
+    if [ -n "$PIDS" ]; then
+        SNAP_CMD="for each PID: /proc/PID/{cmdline,status,cgroup,oom_score_adj,oom_score,io,environ}, chrt -p, taskset -pc | mask"
+        # shellcheck disable=SC2086 # PIDS is a list of numbers
+        snap pids pids 20 sh -c "$PIDS_SH" sh "$MASK_AWK" $_snap_pids
+    else
+        reg_off "pids.$PHASE" snapshot pids skipped "no target PIDs" ""
+    fi
+    if [ -s .state/cglimits.list ]; then
+        SNAP_CMD="read the limit files of the target cgroups (.state/cglimits.list)"
+        snap cgroup_limits host_config 15 awk -v list=.state/cglimits.list "$DUMP_AWK"
+    else
+        reg_off "cgroup_limits.$PHASE" snapshot host_config skipped "no target cgroup found (give --cgroup or --pid)" ""
+    fi
+    if [ -n "$GPU_OK" ]; then
+        snap nvidia_smi_q nvidia_smi 60 nvidia-smi -q
+        [ "$PHASE" = start ] && snap nvidia_topo nvidia_smi 20 nvidia-smi topo -m
+        snap nvidia_apps nvidia_smi 20 nvidia-smi --query-compute-apps=gpu_bus_id,gpu_uuid,pid,process_name,used_memory --format=csv
+        snap nvidia_ecc nvidia_smi 20 nvidia-smi --query-gpu=index,pci.bus_id,uuid,ecc.mode.current,ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total,ecc.errors.corrected.aggregate.total,ecc.errors.uncorrected.aggregate.total,retired_pages.pending,remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.pending,remapped_rows.failure --format=csv ||
+            snap nvidia_ecc nvidia_smi 20 nvidia-smi -q -d ECC,PAGE_RETIREMENT
+    fi
+    return 0
+}
+
+# per target PID: "<pid> <source> <line>", then masked
+PIDS_SH='mask=$1
+shift
+pfx() { while IFS= read -r l || [ -n "$l" ]; do printf "%s %s %s\n" "$p" "$1" "$l"; done; }
+for p in "$@"; do
+    if [ ! -d "/proc/$p" ]; then echo "$p gone"; continue; fi
+    { tr "\000" " " </proc/$p/cmdline; echo; } 2>&1 | pfx cmdline
+    pfx status </proc/$p/status 2>&1
+    chrt -p "$p" 2>&1 | pfx chrt
+    taskset -pc "$p" 2>&1 | pfx taskset
+    pfx cgroup </proc/$p/cgroup 2>&1
+    pfx oom_score_adj </proc/$p/oom_score_adj 2>&1
+    pfx oom_score </proc/$p/oom_score 2>&1
+    pfx io </proc/$p/io 2>&1
+    tr "\000" "\n" </proc/$p/environ 2>&1 | pfx environ
+done | awk "$mask"'
+
+pstore_snapshot() {
+    if [ ! -d /sys/fs/pstore ]; then
+        reg_off pstore.start snapshot pstore missing "no /sys/fs/pstore" ""
+        return 0
+    fi
+    if [ ! -r /sys/fs/pstore ] || [ ! -x /sys/fs/pstore ]; then
+        reg_off pstore.start snapshot pstore skipped "/sys/fs/pstore is not readable (needs root)" ""
+        return 0
+    fi
+    set -- /sys/fs/pstore/*
+    if [ ! -e "$1" ]; then
+        reg_off pstore.start snapshot pstore skipped "/sys/fs/pstore is empty (no crash record kept)" ""
+        return 0
+    fi
+    mkdir -p snap/pstore
+    _stem=snap/pstore.start
+    spawn 30 "$_stem.out" "$_stem.err" "$_stem.status" cp -R "$@" snap/pstore/
+    ONESHOT_PID=$SPAWN_PID
+    if await_status "$_stem.status" 35; then
+        read -r _l <"$_stem.status" || _l=rc=1
+        wait "$ONESHOT_PID" 2>/dev/null
+        _rc=${_l#rc=}
+        [ "$_rc" = 0 ] && _st=ok || _st=failed
+    else
+        _rc='' _st=timeout
+    fi
+    ONESHOT_PID=
+    reg pstore.start snapshot pstore "snap/pstore/" "$_stem.err" "$_stem.status" "$_st" "$_rc" "" "" "cp -R /sys/fs/pstore/* snap/pstore/"
+}
+
+# ---------------------------------------------------------------- limits
+check_limits() {
+    _used=$(du -sk . 2>/dev/null) || _used=0
+    _used=${_used%%[!0-9]*}
+    [ -n "$_used" ] || _used=0
+    if [ "$_used" -ge $((MAX_MB * 1024)) ]; then
+        STOP_REASON=max_mb
+        say "the bundle reached --max-mb $MAX_MB MiB (${_used} KiB): stopping collectors early"
+        return 1
+    fi
+    if free_kb && [ "$FREE_KB" -lt $((MIN_FREE_MB * 1024)) ]; then
+        STOP_REASON=disk_floor
+        say "the output filesystem has only $((FREE_KB / 1024)) MiB free (floor --min-free-mb $MIN_FREE_MB): stopping collectors early"
+        return 1
+    fi
+    return 0
+}
+free_kb() {
+    _df=$(run_limited 5 df -Pk . 2>/dev/null) || return 1
+    _last=${_df##*"$NL"}
+    # shellcheck disable=SC2086 # split the df line into fields
+    set -- $_last
+    [ $# -ge 4 ] && is_uint "$4" || return 1
+    FREE_KB=$4
+}
+
+# ---------------------------------------------------------------- stopping
+stop_series() {
+    [ -n "$SERIES_PIDS" ] || return 0
+    : >.state/stop
+    if [ "$STOP_REASON" = duration ]; then
+        # let the counted collectors (sysstat) finish their last report on their own
+        _t=0
+        while [ "$_t" -lt $((INTERVAL + 3)) ]; do
+            _all=1
+            for _e in $SERIES_PIDS; do
+                _rest=${_e#*:}
+                case ${_rest#*:} in *counted*) [ -e "series/${_rest%%:*}.status" ] || _all= ;; esac
+            done
+            [ -n "$_all" ] && break
+            nap 1
+            _t=$((_t + 1))
+        done
+    fi
+    STOPPED=1
+    for _e in $SERIES_PIDS; do
+        _rest=${_e#*:}
+        [ -e "series/${_rest%%:*}.status" ] || kill -TERM "${_e%%:*}" 2>/dev/null
+    done
+    _t=0
+    while [ "$_t" -lt 16 ]; do
+        _all=1
+        for _e in $SERIES_PIDS; do
+            _rest=${_e#*:}
+            [ -e "series/${_rest%%:*}.status" ] || _all=
+        done
+        [ -n "$_all" ] && break
+        if [ -n "$FRACTIONAL_SLEEP" ]; then nap 0.5; else nap 1 && _t=$((_t + 1)); fi
+        _t=$((_t + 1))
+    done
+    for _e in $SERIES_PIDS; do
+        _rest=${_e#*:}
+        if [ -e "series/${_rest%%:*}.status" ]; then
+            wait "${_e%%:*}" 2>/dev/null
+        else
+            say "warning: collector ${_rest%%:*} did not stop; leaving it"
+        fi
+    done
+    SERIES_PIDS=
+}
+
+on_signal() {
+    trap '' INT TERM HUP
+    INTERRUPTED=1
+    case $1 in INT) _code=130 ;; HUP) _code=129 ;; *) _code=143 ;; esac
+    say "caught SIG$1: stopping the collectors and writing the bundle (kill -9 to abort)"
+    [ -n "$NAP_PID" ] && kill -TERM "$NAP_PID" 2>/dev/null
+    if [ -n "$ONESHOT_PID" ]; then
+        kill -TERM "$ONESHOT_PID" 2>/dev/null
+        wait "$ONESHOT_PID" 2>/dev/null
+        ONESHOT_PID=
+    fi
+    [ -n "$STOP_REASON" ] || STOP_REASON=interrupted
+    finish
+    exit "$_code"
+}
+on_exit() {
+    _rc=$?
+    if [ -z "$FINISHED" ] && [ -n "$WORK" ]; then
+        trap '' INT TERM HUP
+        [ -n "$STOP_REASON" ] || STOP_REASON=error
+        finish
+    fi
+    return "$_rc"
+}
+
+finish() {
+    [ -z "$FINISHING" ] || return 0
+    FINISHING=1
+    [ -n "$WORK" ] || return 0
+    cd "$WORK" || return 0
+    if [ "$STOP_REASON" = duration ]; then
+        take_snapshots end
+    fi
+    stop_series
+    clock_snapshot end
+    meta stop_reason s "$STOP_REASON"
+    say "capture finished ($STOP_REASON); writing the bundle"
+    write_manifest 1
+    if [ -s .state/summary ]; then
+        say "summary of collectors that did not run fully:"
+        while IFS= read -r _l; do say "$_l"; done <.state/summary
+    fi
+    rm -rf .state
+    make_tarball
+    FINISHED=1
+}
+
+make_tarball() {
+    cd "$OUT_ABS" || return 0
+    _tmp=$NAME.tgz.part
+    if _e=$(tar -czf "$_tmp" "$NAME" 2>&1) || { [ -s "$_tmp" ] && gzip -t "$_tmp" 2>/dev/null; }; then
+        mv -f "$_tmp" "$NAME.tgz"
+    elif _e=$(tar -cf - "$NAME" 2>&1 | gzip -c >"$_tmp") && [ -s "$_tmp" ]; then
+        mv -f "$_tmp" "$NAME.tgz"
+    else
+        rm -f "$_tmp"
+        say "could not write $OUT_ABS/$NAME.tgz ($_e); the directory is a valid bundle: $OUT_ABS/$NAME"
+        printf '%s\n' "$OUT_ABS/$NAME"
+        return 0
+    fi
+    _kb=$(du -k "$NAME.tgz" 2>/dev/null)
+    say "bundle: $OUT_ABS/$NAME.tgz (${_kb%%[!0-9]*} KiB); directory kept: $OUT_ABS/$NAME"
+    say "next: analyze $NAME.tgz   (copy it off the host first)"
+    printf '%s\n' "$OUT_ABS/$NAME.tgz"
+}
+
+# ---------------------------------------------------------------- main loop
+run_loop() {
+    uptime_now
+    _end=$((START_UP + DURATION))
+    [ "$DURATION" = 0 ] && _end=$((START_UP + 86400))
+    _last_manifest=$UP
+    while :; do
+        uptime_now
+        [ "$UP" -lt "$_end" ] || break
+        _step=$((_end - UP))
+        [ "$_step" -gt 5 ] && _step=5
+        nap "$_step"
+        check_limits || return 0
+        uptime_now
+        if [ $((UP - _last_manifest)) -ge 10 ]; then
+            write_manifest 0
+            _last_manifest=$UP
+        fi
+    done
+    STOP_REASON=duration
+}
+
+main() {
+    DURATION=60 INTERVAL=1 OUT_PARENT=. PIDS='' CGROUP_SPECS=''
+    NO_BPF=false NO_GPU=false SAFE_MODE=false MAX_MB=500 MIN_FREE_MB=100
+    WORK='' LOG='' SAMPLERS='' SPAWN_EXTRA_ST='' SNAP_CMD='' NAP_PID='' ONESHOT_PID='' SPAWN_PID='' SERIES_PIDS='' _cmd_override=''
+    INTERRUPTED=0 STOPPED=0 PIDS_AUTO=false STOP_REASON='' FINISHING='' FINISHED='' GPU_OK='' GPU_HUNG='' DMESG_ISO='' _restrict=0
+    parse_args "$@"
+
+    ORIG_TZ=${TZ:-}
+    LC_ALL=C TZ=UTC0 S_TIME_FORMAT=ISO S_COLORS=never
+    export LC_ALL TZ S_TIME_FORMAT S_COLORS
+    for _d in /usr/sbin /sbin; do
+        case ":$PATH:" in *":$_d:"*) ;; *) [ -d "$_d" ] && PATH=$PATH:$_d ;; esac
+    done
+    export PATH
+    # the kernel should kill the capture before the workload
+    printf '1000\n' >/proc/self/oom_score_adj 2>/dev/null || true
+    for _c in awk date sleep mkdir tar gzip; do need_cmd "$_c"; done
+
+    detect_features
+    host_facts
+    make_workdir
+    read -r START_UP _ </proc/uptime
+    START_UP=${START_UP%.*}
+    trap 'on_signal INT' INT
+    trap 'on_signal TERM' TERM
+    trap 'on_signal HUP' HUP
+    trap 'on_exit' EXIT
+    say "hindsight-capture $CAPTURE_VERSION: ${DURATION} s every ${INTERVAL} s into $WORK"
+    [ "$IS_ROOT" = true ] || say "not root: dmesg, bpftrace, pstore and other users' details may be skipped"
+    PS_PROCPS=
+    if ps -eo pid --sort=-pcpu >/dev/null 2>&1; then PS_PROCPS=1; fi
+
+    meta format_version n "$FORMAT_VERSION"
+    meta capture_version s "$CAPTURE_VERSION"
+    meta hostname s "$HOSTNAME_"
+    meta kernel s "$KERNEL"
+    meta os s "$OS"
+    meta arch s "$ARCH"
+    meta cpus n "$CPUS"
+    meta start_utc s "$START_UTC"
+    meta interval_s n "$INTERVAL"
+    meta duration_s n "$DURATION"
+    meta timezone s "$TIMEZONE"
+    [ -n "$TIMEZONE" ] || meta timezone z ""
+    meta utc_offset s "$UTC_OFFSET"
+    meta uid n "$USER_ID"
+    meta root b "$IS_ROOT"
+    meta safe_mode b "$SAFE_MODE"
+    meta no_bpf b "$NO_BPF"
+    meta no_gpu b "$NO_GPU"
+    meta max_mb n "$MAX_MB"
+    meta min_free_mb n "$MIN_FREE_MB"
+    meta_list args "$@"
+    : >.state/reg
+    clock_snapshot start
+    write_manifest 0
+
+    if free_kb && [ "$FREE_KB" -lt $((MIN_FREE_MB * 1024)) ]; then
+        STOP_REASON=disk_floor
+        say "only $((FREE_KB / 1024)) MiB free on the output filesystem (floor $MIN_FREE_MB MiB): not collecting"
+        finish
+        return 0
+    fi
+
+    resolve_targets
+    cgroup_lists
+    start_series
+    start_gpu
+    write_manifest 0
+    take_snapshots start
+    write_manifest 0
+    run_loop
+    say "capture window over; taking end snapshots"
+    finish
+}
+
+main "$@" || exit 1
