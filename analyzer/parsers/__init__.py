@@ -1,0 +1,41 @@
+"""The parser registry: tool name -> parser module (see `analyzer/parsers/base.py`).
+
+One line per tool. The sniffer asks every module here; the store and docs/tables.md use
+their declared ``TABLES``. Keep it a plain literal.
+"""
+
+from types import ModuleType
+
+from analyzer.parsers import (
+    bpftrace,
+    cgroup,
+    dmesg,
+    iostat,
+    meminfo,
+    mpstat,
+    nvidia_dmon,
+    nvidia_smi_q,
+    pidstat,
+    proc_vmstat,
+    psi,
+    sadf,
+    sar,
+    vmstat,
+)
+
+PARSERS: dict[str, ModuleType] = {
+    "vmstat": vmstat,
+    "psi": psi,
+    "iostat": iostat,
+    "mpstat": mpstat,
+    "cgroup": cgroup,
+    "proc_meminfo": meminfo,
+    "proc_vmstat": proc_vmstat,
+    "pidstat": pidstat,
+    "dmesg": dmesg,
+    "nvidia_dmon": nvidia_dmon,
+    "nvidia_smi_q": nvidia_smi_q,
+    "bpftrace": bpftrace,
+    "sar": sar,
+    "sadf": sadf,
+}

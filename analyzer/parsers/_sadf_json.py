@@ -1,0 +1,227 @@
+"""``sadf -j`` JSON, read line by line (sysstat 10.0 … 12.7).
+
+sadf prints one activity object or one array item per line::
+
+    "timestamp": {"date": "2026-11-29", "time": "17:23:36", "utc": 1, "interval": 1},
+    "cpu-load": [
+        {"cpu": "all", "user": 58.00, "nice": 0.00, "system": 42.00, ...}
+    ],
+    "memory": {"memfree": 21430720, "avail": 22980988, ...},
+
+so each line is classified with regexes (no whole-document parse: files can be large):
+a ``timestamp`` line starts a record (its time is forward-filled), a ``"key": {...}`` line is
+a single-object activity, a ``{...}`` line is an item of the last opened ``"key": [`` array;
+``boot`` / ``comment`` lines are restarts and comments. Values are pulled by JSON key with
+regexes and cast once. Mapped activities go to their tables (``memory`` also feeds
+``sar_swap_space`` when it carries swap keys; ``psi-*`` feed ``sar_psi``); every other
+activity line goes to ``sar_other`` (all numeric key/value pairs, ``section`` = its key).
+A minified single-line document is not supported (the line is skipped with a reason).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyzer.parsers import _sadf_time as stime
+from analyzer.parsers import _sar_extract as sx
+from analyzer.parsers import _sar_names as sn
+from analyzer.parsers import _sar_tables as st
+from analyzer.parsers import base
+
+# (sadf 11.2 glues the next array opener onto a line: tolerated)
+_OBJ = r'^"([\w-]+)":\s*(\{.*\})\s*,?\s*(?:"[\w-]+":\s*\[\s*)?$'
+_OPEN = r'^"([\w-]+)":\s*([\[{])\s*$'
+_ITEM = r"^(\{.*\})\s*,?$"
+_NUM = r"(-?\d[\d.eE+-]*)"
+_META = (
+    "nodename",
+    "sysname",
+    "release",
+    "machine",
+    "number-of-cpus",
+    "file-date",
+    "file-utc-time",
+    "timezone",
+    "sysdata-version",
+)
+_PSI = {"psi-cpu": "cpu", "psi-io": "io", "psi-mem": "memory"}
+
+
+def _num(key: str) -> pl.Expr:
+    return pl.col("obj").str.extract(f'"{key}":\\s*{_NUM}')
+
+
+def _str(key: str) -> pl.Expr:
+    return pl.col("obj").str.extract(f'"{key}":\\s*"([^"]*)"')
+
+
+def _value(key: str, dtype: pl.DataType) -> pl.Expr:
+    return _str(key) if dtype == pl.String else _num(key)
+
+
+def parse_json(lf: pl.LazyFrame, ctx: base.ParseContext, cov: base.Coverage):
+    """Tables from the lines of a sadf -j file; fills ``cov``."""
+    s = pl.col("line").str.strip_chars()
+    obj_g = s.str.extract_groups(_OBJ)
+    open_g = s.str.extract_groups(_OPEN)
+    item = s.str.extract(_ITEM)
+    okey, obj = obj_g.struct.field("1"), obj_g.struct.field("2")
+    okey_open, bracket = open_g.struct.field("1"), open_g.struct.field("2")
+    meta_line = s.str.contains('^"(' + "|".join(_META) + r')":')
+    kind = (
+        pl.when(s == "")
+        .then(pl.lit("blank"))
+        .when(s.str.contains(r"^[\[\]{}]+,?$") | s.str.starts_with('{"sysstat"'))
+        .then(pl.lit("bracket"))
+        .when(okey_open.is_not_null() | s.str.contains(r'^"[\w-]+":\s*\[\s*\]\s*,?$'))
+        .then(pl.lit("opener"))
+        .when(meta_line)
+        .then(pl.lit("meta"))
+        .when(okey == "timestamp")
+        .then(pl.lit("timestamp"))
+        .when(okey.is_in(["boot", "comment"]))
+        .then(pl.lit("event"))
+        .when(okey.is_not_null() | item.is_not_null())
+        .then(pl.lit("data"))
+        .otherwise(pl.lit("garbage"))
+    )
+    arr_key = pl.when(bracket == "[").then(okey_open).when(s.str.starts_with("]")).then(pl.lit(""))
+    df = lf.select(
+        "line_no",
+        kind.alias("kind"),
+        pl.coalesce(obj, item).alias("obj"),
+        pl.when(okey.is_not_null()).then(okey).otherwise(arr_key.forward_fill()).alias("act"),
+        s.alias("s"),
+    ).collect(engine="streaming")
+    cov.total = df.height
+    counts = dict(df.group_by("kind").len().iter_rows())
+    for k in ("blank", "bracket", "opener", "meta", "timestamp"):
+        cov.add_structure(k, counts.get(k, 0))
+    cov.add_skipped("unrecognized line (not sadf -j line layout)", counts.get("garbage", 0))
+
+    # timestamps: of the record (timestamp lines, forward-filled) or of the event itself
+    utc = pl.col("obj").str.extract(r'"utc":\s*(\d)')
+    tz = pl.col("obj").str.extract(r'"tz":\s*"([^"]*)"')
+    zone = pl.when(tz.is_not_null()).then(tz).when(utc == "1").then(pl.lit("UTC"))
+    df = df.filter(pl.col("kind").is_in(["timestamp", "event", "data"])).with_columns(
+        _str("date").alias("d"), _str("time").alias("t"), zone.alias("z")
+    )
+    zones = df.filter(pl.col("kind") != "data")["z"].unique().to_list()
+    ts = stime.to_utc(
+        pl.col("d"), pl.col("t"), pl.col("z"), pl.lit(None, pl.String), zones, ctx, cov
+    )
+    df = (
+        df.with_columns(pl.when(pl.col("kind") == "data").then(None).otherwise(ts).alias("ts"))
+        .with_columns(
+            pl.when(pl.col("kind") == "event")
+            .then(None)
+            .otherwise(pl.col("ts"))
+            .forward_fill()
+            .alias("rec_ts")
+        )
+        .with_columns(
+            pl.when(pl.col("kind") == "data")
+            .then(pl.col("rec_ts"))
+            .otherwise(pl.col("ts"))
+            .alias("ts")
+        )
+    )
+    tables: dict[str, pl.DataFrame] = {}
+    ev = df.filter(pl.col("kind") == "event")
+    if ev.height:
+        boot = pl.col("act") == "boot"
+        tables["sar_events"] = ev.select(
+            "ts",
+            pl.when(boot).then(pl.lit("restart")).otherwise(pl.lit("comment")).alias("event"),
+            pl.when(boot)
+            .then(pl.format("({} CPU)", _num("cpu_count")))
+            .otherwise(_str("com"))
+            .alias("detail"),
+            pl.when(boot).then(_num("cpu_count").cast(pl.Int32, strict=False)).alias("cpus"),
+        ).unique(maintain_order=True)
+    data = df.filter(pl.col("kind") == "data")
+    used = pl.Series([False] * data.height, dtype=pl.Boolean)
+    for act, table in st.JSON_ACTIVITIES.items():
+        m = (data["act"] == act).fill_null(False)
+        if not m.any():
+            continue
+        used = used | m
+        sub = data.filter(m)
+        _add(tables, table, _dedicated(sub, table))
+        if act == "memory":
+            _add(tables, "sar_swap_space", _dedicated(sub, "sar_swap_space"))
+    m = data["act"].is_in(list(_PSI)).fill_null(False)
+    used = used | m
+    if m.any():
+        _add(tables, "sar_psi", _psi(data.filter(m)))
+    other = data.filter(~used)
+    if other.height:
+        tables["sar_other"] = _other(other)
+    cov.parsed += ev.height + data.height
+    return tables, {}
+
+
+def _add(tables: dict[str, pl.DataFrame], table: str, frame: pl.DataFrame) -> None:
+    if frame.height:
+        tables[table] = (
+            pl.concat([tables[table], frame], how="diagonal_relaxed") if table in tables else frame
+        )
+
+
+def _dedicated(sub: pl.DataFrame, table: str) -> pl.DataFrame:
+    types = TABLE_TYPES[table]
+    aliases = sn.json_alias_list(table)
+    exprs = [pl.col("ts")]
+    for col, keys in aliases.items():
+        vals = []
+        for key, scale in keys:
+            raw = _str(key) if col in ("cpu", "iface", "dev") else _value(key, types[col])
+            v = sx.cast_value(raw, types[col], col)
+            vals.append(v * scale if scale != 1.0 and types[col] == pl.Float64 else v)
+        expr = pl.coalesce(vals) if len(vals) > 1 else vals[0]
+        exprs.append(expr.alias(col))
+    # keep rows that carry at least one of this table's values (memory vs swap keys)
+    keyless = [c for c in aliases if c not in ("cpu", "iface", "dev")]
+    return sub.select(exprs).filter(pl.any_horizontal([pl.col(c).is_not_null() for c in keyless]))
+
+
+def _psi(sub: pl.DataFrame) -> pl.DataFrame:
+    parts = []
+    for kind in ("some", "full"):
+        cols = {
+            "avg10_pct": _num(f"{kind}_avg10"),
+            "avg60_pct": _num(f"{kind}_avg60"),
+            "avg300_pct": _num(f"{kind}_avg300"),
+            "avg_pct": _num(f"{kind}_avg"),
+        }
+        parts.append(
+            sub.select(
+                "ts",
+                pl.col("act").replace_strict(_PSI, default=None).alias("resource"),
+                pl.lit(kind).alias("kind"),
+                *(sx.cast_value(e, pl.Float64, c).alias(c) for c, e in cols.items()),
+            ).filter(pl.any_horizontal([pl.col(c).is_not_null() for c in cols]))
+        )
+    return pl.concat(parts)
+
+
+def _other(sub: pl.DataFrame) -> pl.DataFrame:
+    pairs = pl.col("obj").str.extract_all(r'"[^"]+":\s*(?:-?\d[\d.eE+-]*|"[^"]*")')
+    first_str = pl.col("obj").str.extract(r'^\{\s*"[^"]+":\s*"([^"]*)"')
+    long = sub.select(
+        "ts", pl.col("act").alias("section"), first_str.alias("item"), pairs.alias("p")
+    ).explode("p")
+    g = pl.col("p").str.extract_groups(r'^"([^"]+)":\s*"?(.*?)"?$')
+    long = long.with_columns(g.struct.field("1").alias("metric"), g.struct.field("2").alias("raw"))
+    v = sx.cast_value(pl.col("raw"), pl.Float64, "value")
+    return long.filter(pl.col("metric").is_not_null()).select(
+        "ts",
+        "section",
+        "item",
+        "metric",
+        v.alias("value"),
+        pl.when(v.is_null()).then(pl.col("raw")).alias("text"),
+    )
+
+
+TABLE_TYPES = {t: dict(tab.schema) for t, tab in st.TABLES.items()}

@@ -1,0 +1,269 @@
+"""Pressure stall information: ``/proc/pressure/{cpu,memory,io,irq}`` and cgroup v2
+``*.pressure`` files (Linux >= 4.20; ``cpu`` has a ``full`` line from 5.13; ``irq`` exists
+from 6.1 with ``CONFIG_IRQ_TIME_ACCOUNTING`` and has only a ``full`` line).
+
+Three layouts, line by line (they may even be mixed in one file):
+
+- raw snapshot (``cat /proc/pressure/io``): ``some avg10=… avg60=… avg300=… total=…``.
+  There is no time: ``ts`` is NULL (noted). The resource comes from the command line's
+  path (``ctx.command``) or the file name (``cpu``, ``io.pressure``,
+  ``local-kernel6.18__host-idle__memory`` -> memory), else NULL with a note; ``source``
+  is ``system`` for a bare resource name, NULL for a ``*.pressure`` name (cgroup unknown).
+- the capture's sampler format (docs/bundle-format.md):
+  ``<epoch_s> <path> <raw line>``; resource = base name of the path without
+  ``.pressure``; source = ``system`` for ``/proc/pressure/*``, else the cgroup directory
+  (full path, ``\\040`` decoded to a space). A sampler line cut short at the end of the
+  file (no trailing newline) is skipped.
+- the legacy pre-upstream layout (early Facebook kernels, oomd fixtures):
+  ``aggr N`` / ``some a b c`` / ``full a b c`` (+ optional ``0 0 0`` padding rows).
+  ``some``/``full`` become rows with avg10/60/300 and NULL total; ``aggr`` (undocumented
+  unit) goes to ``meta['legacy_aggr']`` and counts as structure, as do padding rows.
+
+``stall_pct`` is derived from ``total`` (cumulative stall time in µs):
+100 × Δtotal_us / Δt_us between consecutive samples (in file order) of the same
+source/resource/kind; NULL for the first sample, a counter reset (Δtotal < 0) or Δt <= 0.
+
+Table ``psi``: ts, source, resource, kind, avg10_pct, avg60_pct, avg300_pct, total_us,
+stall_pct (types and units in ``TABLES``).
+
+Sample input (sampler format)::
+
+    1764424800.002 /proc/pressure/cpu some avg10=1.20 avg60=0.80 avg300=0.31 total=96242289
+    1764424800.002 /proc/pressure/cpu full avg10=0.00 avg60=0.00 avg300=0.00 total=0
+    1764424800.003 /sys/fs/cgroup/train.slice/memory.pressure some avg10=0.00 avg60=0.00 avg300=0.00 total=1203
+    1764424801.002 /proc/pressure/cpu some avg10=1.31 avg60=0.83 avg300=0.32 total=96442289
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path, PurePosixPath
+
+import polars as pl
+
+from analyzer.errors import ParseError
+from analyzer.parsers import base
+
+TABLES: dict[str, base.Table] = {
+    "psi": base.table(
+        "one row per PSI line (some/full) per sample",
+        ("ts", base.TS, "", "sample time (UTC) from the sampler prefix; NULL for raw snapshots"),
+        ("source", pl.String, "", "'system' for /proc/pressure/*, else the cgroup directory"),
+        ("resource", pl.String, "", "cpu, memory, io or irq (NULL when it cannot be told)"),
+        ("kind", pl.String, "", "'some' (at least one task stalled) or 'full' (all stalled)"),
+        ("avg10_pct", pl.Float64, "%", "kernel's running average of stall time over 10 s"),
+        ("avg60_pct", pl.Float64, "%", "running average over 60 s"),
+        ("avg300_pct", pl.Float64, "%", "running average over 300 s"),
+        ("total_us", pl.Int64, "us", "cumulative stall time since boot (NULL in legacy layout)"),
+        (
+            "stall_pct",
+            pl.Float64,
+            "%",
+            "100 × Δtotal_us / Δt_us since the previous sample of the same source/resource/kind",
+        ),
+    )
+}
+
+# ASCII classes on purpose: Unicode \s/\d make these regexes ~3x slower in polars.
+_NUM = r"[0-9]+(?:\.[0-9]+)?"
+_PREFIX = r"^[ \t]*(?:(?P<epoch>[0-9]{1,12}(?:\.[0-9]{1,9})?)[ \t]+(?P<path>/[^ \t]*)[ \t]+)?"
+_PSI = (
+    _PREFIX
+    + rf"(?P<kind>some|full)[ \t]+avg10=(?P<a10>{_NUM})[ \t]+avg60=(?P<a60>{_NUM})"
+    + rf"[ \t]+avg300=(?P<a300>{_NUM})[ \t]+total=(?P<total>[0-9]{{1,19}})[ \t]*$"
+)
+_LEGACY = (
+    _PREFIX
+    + rf"(?P<kind>some|full)[ \t]+(?P<a10>{_NUM})[ \t]+(?P<a60>{_NUM})[ \t]+(?P<a300>{_NUM})[ \t]*$"
+)
+_AGGR = _PREFIX + r"aggr[ \t]+(?P<aggr>[0-9]{1,19})[ \t]*$"
+_PAD = _PREFIX + r"0[ \t]+0[ \t]+0[ \t]*$"
+_SAMPLER = r"^[ \t]*[0-9]{1,12}(?:\.[0-9]+)?[ \t]+/[^ \t]*"
+_NAME = re.compile(
+    r"(?:^|[^A-Za-z0-9])(cpu|memory|io|irq)(\.pressure)?(?:\.(?:start|end|out|txt|snap|log))*$"
+)
+_FIELDS = ("epoch", "path", "kind", "a10", "a60", "a300")
+
+
+def sniff(head: str, name: str) -> float:
+    """Confidence that ``head`` is PSI output (raw, sampler or legacy layout)."""
+    lines = [ln for ln in head.splitlines()[:200] if ln.strip()]
+    if not lines:
+        return 0.0
+    psi = sum(1 for ln in lines if re.match(_PSI, ln))
+    if psi:
+        return 0.95 if psi * 2 >= len(lines) else 0.3
+    legacy = sum(1 for ln in lines if re.match(_LEGACY, ln) or re.match(_AGGR, ln))
+    if legacy >= 2 and any(re.match(_AGGR, ln) for ln in lines[:3]):
+        return 0.8
+    return 0.0
+
+
+def _raw_origin(
+    ctx: base.ParseContext, path: Path, notes: list[str]
+) -> tuple[str | None, str | None]:
+    """(source, resource) of lines without a sampler prefix, from the command or file name."""
+    try:
+        words = shlex.split(ctx.command or "")
+    except ValueError:
+        words = (ctx.command or "").split()
+    for w in words:
+        if w.startswith("/") and "pressure" in w:
+            p = PurePosixPath(w)
+            resource = p.name.removesuffix(".pressure")
+            source = "system" if w.startswith("/proc/pressure/") else str(p.parent)
+            return source, resource
+    name = PurePosixPath(ctx.file_name or path.name).name
+    m = _NAME.search(name)
+    if m is None:
+        notes.append(f"raw PSI lines: resource not in the file name {name!r}: resource NULL")
+        return None, None
+    if m.group(2):
+        notes.append("raw cgroup *.pressure lines: cgroup directory unknown, source NULL")
+        return None, m.group(1)
+    notes.append(f"raw PSI lines: source 'system' and resource {m.group(1)!r} from the file name")
+    return "system", m.group(1)
+
+
+def _last_line(path: Path, limit: int = 4096) -> str:
+    """The start of the file's last line, read from its tail (no full scan)."""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - limit))
+        tail = f.read()
+    return tail.rsplit(b"\n", 1)[-1].decode("utf-8", "replace").replace("\x00", "")
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        if f.tell() == 0:
+            return True
+        f.seek(-1, 2)
+        return f.read(1) == b"\n"
+
+
+def _tokenize(path: Path, ends_nl: bool) -> pl.DataFrame:
+    line = pl.col("line")
+    # stage 1: the common PSI line; the other layouts are tried only on what is left
+    lf = base.read_lines(path).with_columns(line.str.extract_groups(_PSI).alias("g"))
+    g = pl.col("g")
+    lf = lf.with_columns(pl.when(g.struct.field("kind").is_null()).then(line).alias("rest"))
+    rest = pl.col("rest")
+    lf = lf.with_columns(
+        rest.str.extract_groups(_LEGACY).alias("legacy"),
+        rest.str.extract_groups(_AGGR).struct.field("aggr").alias("aggr"),
+    )
+    legacy = pl.col("legacy")
+    what = (
+        pl.when(rest.is_null())
+        .then(pl.lit("psi"))
+        .when(legacy.struct.field("kind").is_not_null())
+        .then(pl.lit("legacy"))
+        .when(pl.col("aggr").is_not_null())
+        .then(pl.lit("aggr"))
+        .when(rest.str.contains(_PAD))
+        .then(pl.lit("pad"))
+        .when(rest.str.contains(r"^\s*$"))
+        .then(pl.lit("blank"))
+        .when(rest.str.contains(_SAMPLER))
+        .then(pl.lit("sampler_other"))
+        .otherwise(pl.lit("other"))
+    )
+    lf = lf.select(
+        "line_no",
+        *[pl.coalesce(g.struct.field(f), legacy.struct.field(f)).alias(f) for f in _FIELDS],
+        g.struct.field("total").alias("total"),
+        "aggr",
+        what.alias("what"),
+    )
+    # a sampler line without its newline was cut while being written
+    if not ends_nl and re.match(_SAMPLER, _last_line(path)):
+        cut = pl.col("line_no") == pl.col("line_no").max()
+        lf = lf.with_columns(pl.when(cut).then(pl.lit("truncated")).otherwise("what").alias("what"))
+    return lf.collect(engine="streaming")
+
+
+def _epoch_us(expr: pl.Expr) -> pl.Expr:
+    """'1764424800.123456789' -> microseconds since the epoch (Int64, exact, no float)."""
+    dot = expr.str.find(".", literal=True)
+    whole = pl.when(dot.is_null()).then(expr).otherwise(expr.str.head(dot))
+    frac = pl.when(dot.is_null()).then(pl.lit("0")).otherwise(expr.str.slice(dot + 1, 6))
+    frac_us = frac.str.pad_end(6, "0").cast(pl.Int64, strict=False)
+    return whole.cast(pl.Int64, strict=False) * 1_000_000 + frac_us
+
+
+def _path_origin(rows: pl.DataFrame) -> pl.DataFrame:
+    """Distinct sampler paths -> source, resource (computed once per path, then joined)."""
+    p = pl.col("path").str.replace_all(r"\040", " ", literal=True)
+    return rows.select(pl.col("path").drop_nulls().unique()).with_columns(
+        pl.when(pl.col("path").str.starts_with("/proc/pressure/"))
+        .then(pl.lit("system"))
+        .otherwise(p.str.extract(r"^(.*)/[^/]*$").replace("", "/"))
+        .alias("p_source"),
+        p.str.extract(r"([^/]*)$").str.strip_suffix(".pressure").alias("p_resource"),
+    )
+
+
+def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
+    """Parse one PSI file (raw, sampler or legacy layout) into table ``psi``."""
+    cov = base.Coverage()
+    notes = cov.notes
+    if base.needs_utf8_repair(path):
+        notes.append("file is not valid UTF-8: invalid bytes replaced")
+    df = _tokenize(path, _ends_with_newline(path))
+    cov.total = df.height
+    counts = dict(df.group_by("what").len().iter_rows())
+    cov.add_structure("blank", counts.get("blank", 0))
+    cov.add_structure("legacy aggr line (value in meta)", counts.get("aggr", 0))
+    cov.add_structure("legacy padding row (0 0 0)", counts.get("pad", 0))
+    cov.add_skipped("sampler line without PSI content", counts.get("sampler_other", 0))
+    cov.add_skipped("unrecognized line", counts.get("other", 0))
+    cov.add_skipped("truncated last line (no trailing newline)", counts.get("truncated", 0))
+    n_rows = counts.get("psi", 0) + counts.get("legacy", 0)
+    if n_rows == 0 and counts.get("other", 0) > 0:
+        raise ParseError(f"{ctx.file_name or path.name}: no PSI line")
+
+    rows = df.filter(pl.col("what").is_in(["psi", "legacy"]))
+    raw_source: str | None = None
+    raw_resource: str | None = None
+    if rows["path"].null_count():
+        raw_source, raw_resource = _raw_origin(ctx, path, notes)
+        notes.append("raw PSI snapshot lines carry no time: ts NULL, stall_pct NULL")
+    if counts.get("legacy", 0):
+        notes.append(
+            "legacy pre-upstream PSI layout: bare numbers read as avg10/avg60/avg300, total NULL"
+        )
+
+    rows = rows.join(_path_origin(rows), on="path", how="left", maintain_order="left")
+    source = pl.coalesce("p_source", pl.lit(raw_source, dtype=pl.String))
+    resource = pl.coalesce("p_resource", pl.lit(raw_resource, dtype=pl.String))
+    ts = pl.from_epoch(_epoch_us(pl.col("epoch")), time_unit="us").dt.replace_time_zone("UTC")
+    typed = rows.select(
+        "path",
+        ts.alias("ts"),
+        source.alias("source"),
+        resource.alias("resource"),
+        pl.col("kind"),
+        pl.col("a10").cast(pl.Float64, strict=False).alias("avg10_pct"),
+        pl.col("a60").cast(pl.Float64, strict=False).alias("avg60_pct"),
+        pl.col("a300").cast(pl.Float64, strict=False).alias("avg300_pct"),
+        pl.col("total").cast(pl.Int64, strict=False).alias("total_us"),
+    )
+    key = ["path", "kind"]  # same grouping as source/resource/kind, cheaper
+    d_total = pl.col("total_us") - pl.col("total_us").shift(1).over(key)
+    d_t = (pl.col("ts") - pl.col("ts").shift(1).over(key)).dt.total_microseconds()
+    stall = pl.when((d_total >= 0) & (d_t > 0)).then(100.0 * d_total / d_t)
+    typed = typed.with_columns(stall.alias("stall_pct"))
+    cov.parsed = typed.height
+    meta: dict[str, object] = {}
+    aggr = df.filter(pl.col("what") == "aggr")["aggr"].cast(pl.Int64, strict=False).drop_nulls()
+    if aggr.len():
+        meta["legacy_aggr"] = aggr.to_list()[:16]
+    tables: dict[str, pl.DataFrame | pl.LazyFrame] = {}
+    if typed.height:
+        tables["psi"] = TABLES["psi"].conform(typed).collect()
+    cov.notes[:] = list(dict.fromkeys(notes))
+    return base.ParseResult(tables=tables, coverage=cov, meta=meta)
