@@ -8,8 +8,12 @@ from types import ModuleType
 
 from analyzer.parsers import (
     bpftrace,
+    buddyinfo,
     cgroup,
+    df,
     dmesg,
+    host_config,
+    interrupts,
     iostat,
     meminfo,
     mpstat,
@@ -17,6 +21,7 @@ from analyzer.parsers import (
     nvidia_smi_q,
     pidstat,
     proc_vmstat,
+    processes,
     psi,
     sadf,
     sar,
@@ -38,4 +43,9 @@ PARSERS: dict[str, ModuleType] = {
     "bpftrace": bpftrace,
     "sar": sar,
     "sadf": sadf,
+    "host_config": host_config,
+    "ps": processes,
+    "df": df,
+    "interrupts": interrupts,
+    "buddyinfo": buddyinfo,
 }

@@ -93,9 +93,7 @@ def squash(expr: pl.Expr) -> pl.Expr:
     return expr.str.replace_all(r"\s+", " ").str.strip_chars()
 
 
-def with_snapshot(
-    frame: pl.DataFrame, phase: str | None, ts: datetime | None
-) -> pl.DataFrame:
+def with_snapshot(frame: pl.DataFrame, phase: str | None, ts: datetime | None) -> pl.DataFrame:
     """Prepend the ``ts`` and ``snapshot`` columns."""
     return frame.with_columns(
         pl.lit(ts, dtype=base.TS).alias("ts"),

@@ -142,7 +142,10 @@ def _cgroup_keys(path: pl.Expr, val: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr
     )
     # io.max / blkio throttle lines: the device sits between "io.max." and the limit name
     prefix = pl.concat_str(
-        prefix, pl.when(is_io).then(pl.concat_str(pl.lit("io.max."), dev, pl.lit("."))).otherwise(pl.lit(""))
+        prefix,
+        pl.when(is_io)
+        .then(pl.concat_str(pl.lit("io.max."), dev, pl.lit(".")))
+        .otherwise(pl.lit("")),
     )
     return prefix, keys, vals
 
@@ -164,7 +167,9 @@ def dump(df: pl.DataFrame) -> pl.DataFrame:
     source = (
         pl.when(thp.is_not_null())
         .then(pl.lit("thp"))
-        .when(cpufreq.struct.field("1").is_not_null() | cpu.str.contains(r"^(?:cpufreq|\w+_pstate)/"))
+        .when(
+            cpufreq.struct.field("1").is_not_null() | cpu.str.contains(r"^(?:cpufreq|\w+_pstate)/")
+        )
         .then(pl.lit("cpufreq"))
         .when(cpu.is_not_null())
         .then(pl.lit("cpu"))
@@ -180,7 +185,10 @@ def dump(df: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce(
             pl.concat_str(pl.lit("thp."), thp),
             pl.concat_str(
-                pl.lit("cpufreq."), cpufreq.struct.field("1"), pl.lit("."), cpufreq.struct.field("2")
+                pl.lit("cpufreq."),
+                cpufreq.struct.field("1"),
+                pl.lit("."),
+                cpufreq.struct.field("2"),
             ),
             pl.when(cpu.str.contains(r"^(?:cpufreq|\w+_pstate)/")).then(cpu),
             pl.concat_str(pl.lit("cpu."), cpu),
@@ -188,11 +196,7 @@ def dump(df: pl.DataFrame) -> pl.DataFrame:
             sysk,
         ).str.replace_all("/", "."),
     )
-    keys = (
-        pl.when(is_cg)
-        .then(cg_keys)
-        .otherwise(pl.concat_list(pl.coalesce(dotted, path)))
-    )
+    keys = pl.when(is_cg).then(cg_keys).otherwise(pl.concat_list(pl.coalesce(dotted, path)))
     vals = (
         pl.when(is_cg)
         .then(cg_vals)
@@ -225,9 +229,7 @@ def cmdline(df: pl.DataFrame) -> pl.DataFrame:
     head = parts.struct.field("field_0")
     tail = parts.struct.field("field_1").str.strip_chars()
     toks = head.str.extract_all(r'(?:[^\s"]|"[^"]*")+')
-    keys = toks.list.eval(
-        pl.concat_str(pl.lit("cmdline."), pl.element().str.replace("=.*", ""))
-    )
+    keys = toks.list.eval(pl.concat_str(pl.lit("cmdline."), pl.element().str.replace("=.*", "")))
     vals = toks.list.eval(
         pl.when(pl.element().str.contains("="))
         .then(pl.element().str.replace("^[^=]*=", "").str.strip_chars('"'))
@@ -237,8 +239,14 @@ def cmdline(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(
         verdict(toks.list.len() > 0).alias("what"),
         pl.lit("cmdline").alias("source"),
-        pl.when(has_tail).then(keys.list.concat(pl.lit(["cmdline.init_args"]))).otherwise(keys).alias("keys"),
-        pl.when(has_tail).then(vals.list.concat(pl.concat_list(tail))).otherwise(vals).alias("vals"),
+        pl.when(has_tail)
+        .then(keys.list.concat(pl.lit(["cmdline.init_args"])))
+        .otherwise(keys)
+        .alias("keys"),
+        pl.when(has_tail)
+        .then(vals.list.concat(pl.concat_list(tail)))
+        .otherwise(vals)
+        .alias("vals"),
     )
 
 
@@ -248,7 +256,14 @@ UNAME = (
     rf"^(?P<kernel_name>\S+) (?P<nodename>\S+) (?P<kernel_release>\S+) (?P<kernel_version>.*?)"
     rf" (?P<machine>{_MACH})(?: \S+)*? (?P<operating_system>\S+)$"
 )
-_UNAME_KEYS = ("kernel_name", "nodename", "kernel_release", "kernel_version", "machine", "operating_system")
+_UNAME_KEYS = (
+    "kernel_name",
+    "nodename",
+    "kernel_release",
+    "kernel_version",
+    "machine",
+    "operating_system",
+)
 
 
 def uname(df: pl.DataFrame) -> pl.DataFrame:
@@ -286,7 +301,11 @@ def assign(df: pl.DataFrame, source: str) -> pl.DataFrame:
         .otherwise(v)
     )
     return df.with_columns(
-        verdict(k.is_not_null(), (L.str.contains(r"^\s*#"), "comment"), (L.str.contains(_NOISE), "noise")).alias("what"),
+        verdict(
+            k.is_not_null(),
+            (L.str.contains(r"^\s*#"), "comment"),
+            (L.str.contains(_NOISE), "noise"),
+        ).alias("what"),
         pl.lit(source).alias("source"),
         *one(pl.concat_str(pl.lit(source + "."), k), v),
     )
@@ -311,7 +330,9 @@ def labelled(df: pl.DataFrame, source: str) -> pl.DataFrame:
     nxt_indent = indent.shift(-1).fill_null(0)
     is_section = (indent == 0) & (val == "") & (nxt_indent > 0)
     df = df.with_columns(
-        pl.when(indent == 0).then(pl.when(is_section).then(label).otherwise(pl.lit(""))).alias("_sec")
+        pl.when(indent == 0)
+        .then(pl.when(is_section).then(label).otherwise(pl.lit("")))
+        .alias("_sec")
     ).with_columns(pl.col("_sec").forward_fill())
     sec = pl.when(indent > 0).then(pl.col("_sec")).otherwise(pl.lit(""))
     key = (
@@ -322,7 +343,11 @@ def labelled(df: pl.DataFrame, source: str) -> pl.DataFrame:
         .otherwise(label)
     )
     return df.with_columns(
-        verdict(g.struct.field("2").is_not_null(), (is_section, "section"), (L.str.contains(_NOISE), "noise")).alias("what"),
+        verdict(
+            g.struct.field("2").is_not_null(),
+            (is_section, "section"),
+            (L.str.contains(_NOISE), "noise"),
+        ).alias("what"),
         pl.lit(source).alias("source"),
         *one(pl.concat_str(pl.lit(source + "."), key), val),
     ).drop("_sec")

@@ -36,13 +36,18 @@ def numactl(df: pl.DataFrame) -> pl.DataFrame:
         node.struct.field("2"),
         pl.when(node.struct.field("4").is_not_null()).then(pl.lit("_mb")).otherwise(pl.lit("")),
     )
-    dvals = dist.struct.field("2").str.strip_chars().str.split(" ").list.eval(
-        pl.element().filter(pl.element() != "")
+    dvals = (
+        dist.struct.field("2")
+        .str.strip_chars()
+        .str.split(" ")
+        .list.eval(pl.element().filter(pl.element() != ""))
     )
     n = len(cols)
     dkeys = pl.concat_list(
         [
-            pl.concat_str(pl.lit("numactl.node"), dist.struct.field("1"), pl.lit(f".distance.node{c}"))
+            pl.concat_str(
+                pl.lit("numactl.node"), dist.struct.field("1"), pl.lit(f".distance.node{c}")
+            )
             for c in cols
         ]
         or [pl.lit("numactl.distances")]
@@ -98,7 +103,18 @@ _NTPQ = (
     r"^([ *+#ox.-])?(\S+)\s+(\S+)\s+(\d+)\s+(\S)\s+(\S+)\s+(\d+\S*)\s+([0-7]+)"
     r"\s+(-?[\d.]+)\s+(-?[\d.]+)\s+(-?[\d.]+)\s*$"
 )
-_NTPQ_F = ("tally", "refid", "stratum", "type", "when", "poll", "reach", "delay_ms", "offset_ms", "jitter_ms")
+_NTPQ_F = (
+    "tally",
+    "refid",
+    "stratum",
+    "type",
+    "when",
+    "poll",
+    "reach",
+    "delay_ms",
+    "offset_ms",
+    "jitter_ms",
+)
 
 
 def ntp(df: pl.DataFrame, flavour: str) -> pl.DataFrame:
@@ -119,10 +135,15 @@ def ntp(df: pl.DataFrame, flavour: str) -> pl.DataFrame:
                 (L.str.contains(_NOISE), "noise"),
             ).alias("what"),
             pl.lit("ntp").alias("source"),
-            pl.concat_list([pl.concat_str(pl.lit("ntp.peer."), remote, pl.lit("." + f)) for f in _NTPQ_F]).alias("keys"),
-            pl.concat_list([g.struct.field("1").fill_null(" "), *[g.struct.field(str(i)) for i in range(3, 12)]]).alias(
-                "vals"
-            ),
+            pl.concat_list(
+                [pl.concat_str(pl.lit("ntp.peer."), remote, pl.lit("." + f)) for f in _NTPQ_F]
+            ).alias("keys"),
+            pl.concat_list(
+                [
+                    g.struct.field("1").fill_null(" "),
+                    *[g.struct.field(str(i)) for i in range(3, 12)],
+                ]
+            ).alias("vals"),
         )
         sys_peer = g.struct.field("1") == "*"
         out = _add(out, sys_peer, "ntp.synchronized", pl.lit("true"))
@@ -140,12 +161,17 @@ def ntp(df: pl.DataFrame, flavour: str) -> pl.DataFrame:
         out = _add(out, v.is_not_null(), "ntp.offset_s", off)
         leap = L.str.extract(r"^Leap status\s*:\s*(.*?)\s*$", 1)
         return _add(
-            out, leap.is_not_null(), "ntp.synchronized", (~leap.str.contains("Not synchronised")).cast(pl.String)
+            out,
+            leap.is_not_null(),
+            "ntp.synchronized",
+            (~leap.str.contains("Not synchronised")).cast(pl.String),
         )
     sync = L.str.extract(r"(?:System clock|NTP) synchronized:\s*(\w+)", 1)
     out = _add(out, sync.is_not_null(), "ntp.synchronized", (sync == "yes").cast(pl.String))
     ofs = L.str.extract_groups(r"^\s*Offset:\s*([-+]?[\d.]+)(us|ms|ns|s)\s*$")
-    f = ofs.struct.field("2").replace_strict({"us": 1e-6, "ms": 1e-3, "ns": 1e-9, "s": 1.0}, default=None)
+    f = ofs.struct.field("2").replace_strict(
+        {"us": 1e-6, "ms": 1e-3, "ns": 1e-9, "s": 1.0}, default=None
+    )
     v = (ofs.struct.field("1").cast(pl.Float64, strict=False) * f).cast(pl.String)
     return _add(out, ofs.struct.field("1").is_not_null(), "ntp.offset_s", v)
 
@@ -166,7 +192,11 @@ def pids(df: pl.DataFrame) -> pl.DataFrame:
     cur = rest.str.extract_groups(r"current ([^:]+): (.*)$")
     sched_label = snake(cur.struct.field("1")).str.replace(r"^scheduling_", "")
     cgl = rest.str.extract_groups(r"^(\d+):([^:]*):(.*)$")
-    ctrl = pl.when(cgl.struct.field("2") == "").then(pl.lit("unified")).otherwise(cgl.struct.field("2"))
+    ctrl = (
+        pl.when(cgl.struct.field("2") == "")
+        .then(pl.lit("unified"))
+        .otherwise(cgl.struct.field("2"))
+    )
     env = rest.str.extract_groups(r"^([^=]+)=(.*)$")
     sched = kind.is_in(["chrt", "taskset"])
     key = (
@@ -208,17 +238,24 @@ def pids(df: pl.DataFrame) -> pl.DataFrame:
 
 # ---------------------------------------------------------------- nvidia-smi
 _SEP = "\x1f"
+ANSI = r"\x1b\[[0-9;]*m"
 
 
 def nvidia_topo(df: pl.DataFrame) -> pl.DataFrame:
     """``nvidia-smi topo -m``: ``nvidia_topo.GPU0.GPU1`` = ``NV18``, ``.cpu_affinity``,
     ``.numa_affinity``, ``.gpu_numa_id``; NIC legend ``nvidia_topo.NIC0.device``."""
+    df = df.with_columns(L.str.replace_all(ANSI, "").alias("line"))
     header: list[str] = []
     for ln in df["line"]:
         if re.match(r"^\s+GPU0\b", ln):
             header = [h.strip() for h in re.split(r"\t|\s{2,}", ln.strip()) if h.strip()]
             break
-    names = [re.sub(r"[^a-z0-9]+", "_", h.lower()).strip("_") if not re.match(r"^(?:GPU\d+|NIC\d+|mlx\S*)$", h) else h for h in header]
+    names = [
+        re.sub(r"[^a-z0-9]+", "_", h.lower()).strip("_")
+        if not re.match(r"^(?:GPU\d+|NIC\d+|mlx\S*)$", h)
+        else h
+        for h in header
+    ]
     cells = (
         L.str.replace_all(r"(?:\t|\s{2,})+", _SEP)
         .str.strip_chars(_SEP + " ")
@@ -244,9 +281,18 @@ def nvidia_topo(df: pl.DataFrame) -> pl.DataFrame:
         pl.when(ok)
         .then(all_keys.list.head(vals_ok.list.len()))
         .when(nic.struct.field("1").is_not_null())
-        .then(pl.concat_list(pl.concat_str(pl.lit("nvidia_topo."), nic.struct.field("1"), pl.lit(".device"))))
+        .then(
+            pl.concat_list(
+                pl.concat_str(pl.lit("nvidia_topo."), nic.struct.field("1"), pl.lit(".device"))
+            )
+        )
     )
-    vals = pl.when(ok).then(vals_ok).when(nic.struct.field("1").is_not_null()).then(pl.concat_list(nic.struct.field("2")))
+    vals = (
+        pl.when(ok)
+        .then(vals_ok)
+        .when(nic.struct.field("1").is_not_null())
+        .then(pl.concat_list(nic.struct.field("2")))
+    )
     return df.with_columns(
         verdict(
             keys.is_not_null(),
@@ -270,9 +316,15 @@ def nvidia_list(df: pl.DataFrame) -> pl.DataFrame:
     mk = pl.concat_str(pl.lit("nvidia.gpu"), pl.col("_gpu"), pl.lit(".mig"), mig.struct.field("2"))
     keys = (
         pl.when(gpu.struct.field("1").is_not_null())
-        .then(pl.concat_list(pl.concat_str(gk, pl.lit(".name")), pl.concat_str(gk, pl.lit(".uuid"))))
+        .then(
+            pl.concat_list(pl.concat_str(gk, pl.lit(".name")), pl.concat_str(gk, pl.lit(".uuid")))
+        )
         .when(mig.struct.field("1").is_not_null() & pl.col("_gpu").is_not_null())
-        .then(pl.concat_list(pl.concat_str(mk, pl.lit(".profile")), pl.concat_str(mk, pl.lit(".uuid"))))
+        .then(
+            pl.concat_list(
+                pl.concat_str(mk, pl.lit(".profile")), pl.concat_str(mk, pl.lit(".uuid"))
+            )
+        )
     )
     vals = (
         pl.when(gpu.struct.field("1").is_not_null())
@@ -300,13 +352,19 @@ def nvidia_csv(df: pl.DataFrame) -> pl.DataFrame:
         m = re.match(r"^(.*?)\s*\[(.+)\]$", f)
         unit = m.group(2) if m else ""
         base = (m.group(1) if m else f).strip()
-        names.append(base + ("_" + re.sub(r"[^a-z0-9]+", "_", unit.lower()).strip("_") if unit else ""))
+        names.append(
+            base + ("_" + re.sub(r"[^a-z0-9]+", "_", unit.lower()).strip("_") if unit else "")
+        )
         units.append(unit)
     apps = "pid" in names
     idx_col = names.index("pid") if apps else (names.index("index") if "index" in names else None)
     cells = L.str.split(",").list.eval(pl.element().str.strip_chars())
-    ok = (cells.list.len() == len(names)) & (L != head) & (L.str.strip_chars() != "")
-    ident = cells.list.get(idx_col, null_on_oob=True) if idx_col is not None else pl.lit(None, pl.String)
+    ok = (cells.list.len() == len(names)) & (head != L) & (L.str.strip_chars() != "")
+    ident = (
+        cells.list.get(idx_col, null_on_oob=True)
+        if idx_col is not None
+        else pl.lit(None, pl.String)
+    )
     row = (ok.cast(pl.Int64).cum_sum() - 1).cast(pl.String)
     prefix = (
         pl.concat_str(pl.lit("nvidia_apps."), ident)
@@ -315,12 +373,16 @@ def nvidia_csv(df: pl.DataFrame) -> pl.DataFrame:
     )
     vals = pl.concat_list(
         [
-            cells.list.get(i, null_on_oob=True).str.replace(r"\s+" + re.escape(u) + "$", "") if u else cells.list.get(i, null_on_oob=True)
+            cells.list.get(i, null_on_oob=True).str.replace(r"\s+" + re.escape(u) + "$", "")
+            if u
+            else cells.list.get(i, null_on_oob=True)
             for i, u in enumerate(units)
         ]
     )
     return df.with_columns(
-        verdict(ok, (L == head, "header"), (L.str.contains(r"^No devices were found|^\S+: "), "noise")).alias("what"),
+        verdict(
+            ok, (head == L, "header"), (L.str.contains(r"^No devices were found|^\S+: "), "noise")
+        ).alias("what"),
         pl.lit("nvidia_apps" if apps else "nvidia_query").alias("source"),
         pl.concat_list([pl.concat_str(prefix, pl.lit("." + n)) for n in names]).alias("keys"),
         vals.alias("vals"),

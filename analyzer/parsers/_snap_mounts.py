@@ -71,7 +71,9 @@ def mountstats(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]
         .otherwise(pl.lit("other"))
     ).to_series()
     dev_rows = out.filter(what == "parsed")
-    stats = out.filter(what == "stat").select("line_no", pl.col("_cur").alias("mount"), "key", "value")
+    stats = out.filter(what == "stat").select(
+        "line_no", pl.col("_cur").alias("mount"), "key", "value"
+    )
     return dev_rows, stats, what.replace({"stat": "parsed"})
 
 
@@ -103,7 +105,9 @@ def lsblk(df: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     rows: list[dict[str, object]] = []
     what: list[str] = []
     stack: list[tuple[int, str]] = []
-    rx = re.compile(r"^([\s|`├└│─-]*)(\S+)\s+(\d+):(\d+)\s+([01])\s+(\S+)\s+([01])\s+(\S+)(?:\s+(.*?))?\s*$")
+    rx = re.compile(
+        r"^([\s|`├└│─-]*)(\S+)\s+(\d+):(\d+)\s+([01])\s+(\S+)\s+([01])\s+(\S+)(?:\s+(.*?))?\s*$"
+    )
     for ln in df["line"]:
         if not ln.strip():
             what.append("blank")

@@ -38,8 +38,10 @@ from analyzer.parsers import _snap_mounts as sm
 from analyzer.parsers import base
 from analyzer.parsers._snap_common import account, lines, snapshot_time
 
-_SNAP = (("ts", base.TS, "", "snapshot time (UTC); NULL when unknown"),
-         ("snapshot", pl.String, "", "'start' or 'end' (capture phase); NULL for hand-made files"))
+_SNAP = (
+    ("ts", base.TS, "", "snapshot time (UTC); NULL when unknown"),
+    ("snapshot", pl.String, "", "'start' or 'end' (capture phase); NULL for hand-made files"),
+)
 TABLES: dict[str, base.Table] = {
     "filesystems": base.table(
         "one row per mounted filesystem in a df snapshot",
@@ -107,8 +109,8 @@ def _kind(head: str) -> tuple[str | None, float]:
         return "df", 0.95
     if re.match(sm.LSBLK_HEAD, lns[0]):
         return "lsblk", 0.95
-    if sum(1 for ln in lns if re.match(sm.MOUNTSTATS_DEV, ln)) >= max(1, len(lns) // 3) and re.match(
-        sm.MOUNTSTATS_DEV, lns[0]
+    if re.match(sm.MOUNTSTATS_DEV, lns[0]) and all(
+        re.match(sm.MOUNTSTATS_DEV, ln) or ln[:1].isspace() for ln in lns
     ):
         return "mountstats", 0.9
     share = sum(1 for ln in lns if re.match(sm.MOUNTS, ln)) / len(lns)
@@ -130,7 +132,8 @@ def _df(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     typed = bool(m and m.group("type"))
     unit = m.group("unit") if m else "1K-blocks"
     rx = (
-        r"^(?P<fs>\S+)?\s+" + (r"(?P<fstype>\S+)\s+" if typed else "")
+        r"^(?P<fs>\S+)?\s+"
+        + (r"(?P<fstype>\S+)\s+" if typed else "")
         + r"(?P<size>\S+)\s+(?P<used>\S+)\s+(?P<avail>\S+)\s+(?P<pct>\d+%|-)\s+(?P<mount>/.*)$"
     )
     g = pl.col("line").str.extract_groups(rx)
@@ -143,7 +146,9 @@ def _df(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     else:
         mm = re.match(r"^(\d*)([KMGTB]?)", unit.split("-")[0])
         n = int(mm.group(1) or 1) if mm else 1
-        scale = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "B": 1, "": 1}[mm.group(2) if mm else "K"] * n
+        scale = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "B": 1, "": 1}[
+            mm.group(2) if mm else "K"
+        ] * n
         size = [(pl.col(c).cast(pl.Int64, strict=False) * scale) // 1024 for c in ("s", "u", "a")]
     out = df.with_columns(
         filesystem.alias("filesystem"),

@@ -111,7 +111,10 @@ _STAMP = (
     r"|\[[A-Z][a-z]{2} ?\d{1,2} \d\d:\d\d\] |\[\s*\+\d+\.\d{6}\] )"
 )
 _KMSG = r"(?m)^\d{1,4},\d+,\d+,[-c+]?[,;]"
-_SYSLOG = r"(?m)^[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? (?:\S+ )?kernel: "
+_SYSLOG = (
+    r"(?m)^(?:[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:?\d\d|Z)) (?:\S+ )?kernel: "
+)
 _WORDS = (
     r"invoked oom-killer|Out of memory: Kill|Killed process \d+ \(|Call Trace:|NVRM: |"
     r"blocked for more than \d+ seconds|segfault at [0-9a-f]+ ip|BUG: soft lockup|Tainted: |"

@@ -118,8 +118,8 @@ def _share(lines_: list[str], pattern: str) -> float:
 
 def detect(head: str, name: str) -> tuple[str | None, float]:
     """(kind, confidence) of a host snapshot from its first bytes and file name."""
-    lns = [ln.rstrip("\r") for ln in head.splitlines()[:300] if ln.strip()]
-    stem = re.split(r"\.(?:start|end)\b", name, maxsplit=1)[0]
+    lns = [re.sub(kv2.ANSI, "", ln.rstrip("\r")) for ln in head.splitlines()[:300] if ln.strip()]
+    stem = re.split(r"\.(?:start|end)\b", name.rsplit("__", 1)[-1], maxsplit=1)[0]
     hint = _HINTS.get(stem)
     if not lns:
         return hint, 0.0
@@ -146,7 +146,9 @@ def detect(head: str, name: str) -> tuple[str | None, float]:
     assigns = _share(lns, kv.ASSIGN)
     if assigns >= 0.8 and re.search(r"^(?:NAME|ID|PRETTY_NAME|VERSION_ID)=", text, re.M):
         found.append(("os_release", 0.9))
-    if assigns >= 0.8 and re.search(r"^(?:Timezone|NTPSynchronized|LocalRTC|CanNTP|NTP)=", text, re.M):
+    if assigns >= 0.8 and re.search(
+        r"^(?:Timezone|NTPSynchronized|LocalRTC|CanNTP|NTP)=", text, re.M
+    ):
         found.append(("timedatectl_show", 0.9))
     if _share(lns, r"^[A-Za-z][\w\-]*\.[\w.\-/:]+ = ") >= 0.8:
         found.append(("sysctl", 0.9))
@@ -208,7 +210,9 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     df = lines(path, cov.notes)
     if df.height == 0 or df["line"].str.strip_chars().eq("").all():
         account(cov, pl.Series(["blank"] * df.height, dtype=pl.String), kv.REASONS)
-        return base.ParseResult({"host_config": pl.DataFrame(schema=TABLES["host_config"].schema)}, cov)
+        return base.ParseResult(
+            {"host_config": pl.DataFrame(schema=TABLES["host_config"].schema)}, cov
+        )
     if kind is None:
         raise ParseError(f"{name}: not a host configuration snapshot")
     if score == 0.0:
@@ -224,11 +228,15 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
         )
     account(cov, out["what"], kv.REASONS)
     rows = out.filter(pl.col("what") == "parsed")
-    cols = ["line_no", "line", "source", "keys", "vals"] + (["prefix"] if "prefix" in rows.columns else [])
+    cols = ["line_no", "line", "source", "keys", "vals"] + (
+        ["prefix"] if "prefix" in rows.columns else []
+    )
     rows = kv.finish_keys(rows.select(cols).explode(["keys", "vals"]))
     rows = rows.filter(pl.col("keys").is_not_null())
     if kind == "clock":
-        epoch = rows.filter(pl.col("keys") == "clock.epoch_s")["vals"].cast(pl.Float64, strict=False)
+        epoch = rows.filter(pl.col("keys") == "clock.epoch_s")["vals"].cast(
+            pl.Float64, strict=False
+        )
         if epoch.len() and epoch[0] is not None:
             ts = datetime.fromtimestamp(float(epoch[0]), UTC)
             cov.notes = [n for n in cov.notes if "ts NULL" not in n]
@@ -244,7 +252,11 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     table = TABLES["host_config"].conform(table).collect()
     meta: dict[str, object] = {"kind": kind}
     facts = dict(zip(table["key"].to_list(), table["value"].to_list(), strict=True))
-    for k, m in (("uname.nodename", "host"), ("uname.kernel_release", "kernel"), ("lscpu.cpus", "cpus")):
+    for k, m in (
+        ("uname.nodename", "host"),
+        ("uname.kernel_release", "kernel"),
+        ("lscpu.cpus", "cpus"),
+    ):
         if facts.get(k) is not None:
             meta[m] = facts[k]
     return base.ParseResult({"host_config": table}, cov, meta)

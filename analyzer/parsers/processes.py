@@ -44,7 +44,12 @@ TABLES: dict[str, base.Table] = {
         "one row per process listed in a ps snapshot",
         ("ts", base.TS, "", "snapshot time (UTC); NULL when unknown"),
         ("snapshot", pl.String, "", "'start' or 'end' (capture phase); NULL for hand-made files"),
-        ("ranking", pl.String, "", "'cpu' (top by %CPU) or 'rss' (top by RSS) list; NULL if unknown"),
+        (
+            "ranking",
+            pl.String,
+            "",
+            "'cpu' (top by %CPU) or 'rss' (top by RSS) list; NULL if unknown",
+        ),
         ("rank", pl.Int32, "", "1-based position in the listing"),
         ("pid", pl.Int64, "", "process id"),
         ("ppid", pl.Int64, "", "parent process id"),
@@ -148,11 +153,15 @@ def _block(block: pl.DataFrame, header: str) -> tuple[pl.DataFrame, pl.Series]:
         starts = [m.start() for m in re.finditer(r"\S+", header)]
         width = starts[-1] - starts[-2] - 1
         fixed = (rest.str.len_chars() > width) & (rest.str.slice(width, 1) == " ")
-        comm = pl.when(fixed).then(rest.str.slice(0, width).str.strip_chars_end()).otherwise(
-            rest.str.extract(r"^(\S+)", 1)
+        comm = (
+            pl.when(fixed)
+            .then(rest.str.slice(0, width).str.strip_chars_end())
+            .otherwise(rest.str.extract(r"^(\S+)", 1))
         )
-        args = pl.when(fixed).then(rest.str.slice(width + 1)).otherwise(
-            rest.str.extract(r"^\S+\s+(.*)$", 1)
+        args = (
+            pl.when(fixed)
+            .then(rest.str.slice(width + 1))
+            .otherwise(rest.str.extract(r"^\S+\s+(.*)$", 1))
         )
     elif words[-1] == "CMD" and len(words) <= 4:
         comm, args = rest, pl.lit(None, pl.String)
@@ -174,11 +183,15 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     df = df.with_columns(pl.when(hdr).then(pl.col("line_no")).alias("hdr")).with_columns(
         pl.col("hdr").forward_fill()
     )
-    if df.height and df["line"].str.strip_chars().ne("").any() and not df["hdr"].is_not_null().any():
+    if (
+        df.height
+        and df["line"].str.strip_chars().ne("").any()
+        and not df["hdr"].is_not_null().any()
+    ):
         raise ParseError(f"{name}: no ps header line (PID ... COMMAND)")
     phase, ts = snapshot_time(path, ctx, cov.notes)
-    stem = name.split(".", 1)[0]
-    ranking = {"ps_cpu": "cpu", "ps_rss": "rss"}.get(stem)
+    m = re.search(r"(?:^|_)ps_(cpu|rss)(?:[.-]|$)", name)
+    ranking = m.group(1) if m else None
     truncated = not ends_with_newline(path)
     blank = df["line"].str.strip_chars() == ""
     what = (
@@ -222,24 +235,28 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     def col(c: str) -> pl.Expr:
         return pl.col(c) if c in sch else pl.lit(None, pl.String).alias(c)
 
-    table = rows.select(
-        pl.lit(ts, dtype=base.TS).alias("ts"),
-        pl.lit(phase, dtype=pl.String).alias("snapshot"),
-        pl.lit(ranking, dtype=pl.String).alias("ranking"),
-        col("rank").cast(pl.Int32).alias("rank"),
-        *[col(c).cast(pl.Int64, strict=False).alias(c) for c in ("pid", "ppid")],
-        col("user"),
-        *[col(c).cast(pl.Int32, strict=False).alias(c) for c in ("pri", "ni", "psr")],
-        col("state"),
-        *[base.decimal_number(col(c)).alias(c) for c in ("cpu_pct", "mem_pct")],
-        *[_kb(col(c)).alias(c) for c in ("rss_kb", "vsz_kb")],
-        col("nlwp").cast(pl.Int32, strict=False).alias("nlwp"),
-        _seconds(col("elapsed")).alias("elapsed_s"),
-        _seconds(col("cpu_time")).alias("cpu_time_s"),
-        col("tty"),
-        col("start"),
-        col("comm"),
-        col("args"),
-    ) if frames else pl.DataFrame(schema=TABLES["processes"].schema)
+    table = (
+        rows.select(
+            pl.lit(ts, dtype=base.TS).alias("ts"),
+            pl.lit(phase, dtype=pl.String).alias("snapshot"),
+            pl.lit(ranking, dtype=pl.String).alias("ranking"),
+            col("rank").cast(pl.Int32).alias("rank"),
+            *[col(c).cast(pl.Int64, strict=False).alias(c) for c in ("pid", "ppid")],
+            col("user"),
+            *[col(c).cast(pl.Int32, strict=False).alias(c) for c in ("pri", "ni", "psr")],
+            col("state"),
+            *[base.decimal_number(col(c)).alias(c) for c in ("cpu_pct", "mem_pct")],
+            *[_kb(col(c)).alias(c) for c in ("rss_kb", "vsz_kb")],
+            col("nlwp").cast(pl.Int32, strict=False).alias("nlwp"),
+            _seconds(col("elapsed")).alias("elapsed_s"),
+            _seconds(col("cpu_time")).alias("cpu_time_s"),
+            col("tty"),
+            col("start"),
+            col("comm"),
+            col("args"),
+        )
+        if frames
+        else pl.DataFrame(schema=TABLES["processes"].schema)
+    )
     table = TABLES["processes"].conform(table).collect()
     return base.ParseResult({"processes": table}, cov)

@@ -47,8 +47,10 @@ TABLES: dict[str, base.Table] = st.TABLES
 
 _HDR = "# hostname;interval;timestamp"
 _TS_RE = r"^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})(?: (\S+))?$"
-_D_ROW = re.compile(r"^[^;\t]+;-?\d+;(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}( \S+)?|\d{6,});", re.M)
-_P_ROW = re.compile(r"^[^\t]+\t-?\d+\t(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}( \S+)?|\d{6,})\t", re.M)
+_D_ROW = re.compile(r"^[^;\t\n]+;-?\d+;(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}( \S+)?|\d{6,});", re.M)
+_P_ROW = re.compile(
+    r"^[^\t\n]+\t-?\d+\t(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}( \S+)?|\d{6,})\t", re.M
+)
 
 
 def _format(head: str) -> str | None:

@@ -391,3 +391,12 @@ def test_limits_skip_long_lines_and_lines_beyond_max_lines(tmp_path: Path) -> No
     res = _parse(path, max_line_bytes=100, max_lines=2)
     assert res.coverage.skipped == {"line longer than max_line_bytes": 1, "beyond max_lines": 1}
     assert res.tables["dmesg"]["message"].to_list() == ["a"]  # type: ignore[index]
+
+
+def test_journalctl_short_iso_precise_previous_boot_log_sniffs_as_dmesg() -> None:
+    """The capture's `journalctl -k -b -1 -o short-iso-precise` snapshot is a kernel log."""
+    head = (
+        "2026-11-29T17:25:08.123456+00:00 gpu01 kernel: Linux version 6.1.0\n"
+        "2026-11-29T17:25:09.000001+00:00 gpu01 kernel: NVRM: Xid (PCI:0000:9b:00): 79, GPU has fallen off the bus.\n"
+    )
+    assert dmesg.sniff(head, "journal_prev.start.out") >= 0.9

@@ -1,0 +1,102 @@
+"""``/proc/buddyinfo`` -> ``buddyinfo``: free blocks per order, per NUMA node and zone.
+
+All kernels print ``Node <n>, zone <name>`` then the number of free blocks of order 0,
+1, 2... (block = 2^order pages; 11 orders on x86-64, more with a larger
+``MAX_ORDER``/``MAX_PAGE_ORDER``). Fragmentation shows as low counts at high orders.
+``ts``/``snapshot``: capture phase time from the name (``buddyinfo.start.out``), else
+NULL (noted).
+
+Table ``buddyinfo``: ts, snapshot, node, zone, order, free_blocks.
+
+Sample input (``snap/buddyinfo.start.out``)::
+
+    Node 0, zone      DMA      0      0      0      0      0      0      0      0      1      1      3
+    Node 0, zone    DMA32      1      1      4      2      5      4      3      3      4      2    752
+    Node 0, zone   Normal      2      2  35959  22730   6844   1820    247    241     31      8     27
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+
+from analyzer.errors import ParseError
+from analyzer.parsers import base
+from analyzer.parsers._snap_common import account, ends_with_newline, lines, snapshot_time
+
+TABLES: dict[str, base.Table] = {
+    "buddyinfo": base.table(
+        "one row per (node, zone, order) of a /proc/buddyinfo snapshot",
+        ("ts", base.TS, "", "snapshot time (UTC); NULL when unknown"),
+        ("snapshot", pl.String, "", "'start' or 'end' (capture phase); NULL for hand-made files"),
+        ("node", pl.Int32, "", "NUMA node"),
+        ("zone", pl.String, "", "memory zone (DMA, DMA32, Normal, Movable...)"),
+        ("order", pl.Int32, "", "block order: a block is 2^order pages"),
+        ("free_blocks", pl.Int64, "", "free blocks of that order"),
+    )
+}
+
+ROW = r"^Node (\d+), zone\s+(\S+)((?:\s+\d+)+)\s*$"
+
+
+def sniff(head: str, name: str) -> float:
+    """Confidence that ``head`` is /proc/buddyinfo."""
+    lns = [ln for ln in head.splitlines()[:50] if ln.strip()]
+    if not lns:
+        return 0.0
+    share = sum(1 for ln in lns if re.match(ROW, ln)) / len(lns)
+    return 0.95 if share >= 0.8 else 0.0
+
+
+def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
+    """Parse /proc/buddyinfo into ``buddyinfo``."""
+    cov = base.Coverage()
+    df = lines(path, cov.notes)
+    g = pl.col("line").str.extract_groups(ROW)
+    trunc = not ends_with_newline(path)
+    what = (
+        pl.when(pl.col("line").str.strip_chars() == "")
+        .then(pl.lit("blank"))
+        .when(pl.lit(trunc) & (pl.col("line_no") == df.height))
+        .then(pl.lit("truncated"))
+        .when(g.struct.field("1").is_not_null())
+        .then(pl.lit("parsed"))
+        .otherwise(pl.lit("other"))
+    )
+    df = df.with_columns(
+        what.alias("what"),
+        g.struct.field("1").cast(pl.Int32).alias("node"),
+        g.struct.field("2").alias("zone"),
+        g.struct.field("3")
+        .str.strip_chars()
+        .str.split(" ")
+        .list.eval(pl.element().filter(pl.element() != ""))
+        .alias("free_blocks"),
+    )
+    if df.height and not (df["what"] == "parsed").any() and (df["what"] == "other").any():
+        raise ParseError(f"{ctx.file_name or path.name}: no /proc/buddyinfo line")
+    account(
+        cov,
+        df["what"],
+        {
+            "parsed": ("parsed", ""),
+            "blank": ("structure", "blank"),
+            "truncated": ("skipped", "truncated last line (no trailing newline)"),
+            "other": ("skipped", "unrecognised line"),
+        },
+    )
+    phase, ts = snapshot_time(path, ctx, cov.notes)
+    rows = (
+        df.filter(pl.col("what") == "parsed")
+        .with_columns(pl.int_ranges(0, pl.col("free_blocks").list.len()).alias("order"))
+        .explode(["free_blocks", "order"])
+        .with_columns(
+            pl.col("free_blocks").cast(pl.Int64),
+            pl.col("order").cast(pl.Int32),
+            pl.lit(ts, dtype=base.TS).alias("ts"),
+            pl.lit(phase, dtype=pl.String).alias("snapshot"),
+        )
+    )
+    return base.ParseResult({"buddyinfo": TABLES["buddyinfo"].conform(rows).collect()}, cov)
