@@ -64,9 +64,14 @@ def runs(
         .agg(start=pl.col("ts").min(), last=pl.col("ts").max())
         .select("start", end=pl.col("last") + pl.duration(microseconds=int(step_s * 1e6)))
     )
-    frame = merge(frame.cast({"start": pl.Datetime("us", "UTC"), "end": pl.Datetime("us", "UTC")}), merge_gap_s)
+    frame = merge(
+        frame.cast({"start": pl.Datetime("us", "UTC"), "end": pl.Datetime("us", "UTC")}),
+        merge_gap_s,
+    )
     if min_duration_s > 0:
-        frame = frame.filter((pl.col("end") - pl.col("start")).dt.total_microseconds() >= min_duration_s * 1e6)
+        frame = frame.filter(
+            (pl.col("end") - pl.col("start")).dt.total_microseconds() >= min_duration_s * 1e6
+        )
     return frame
 
 
@@ -114,3 +119,29 @@ def iou(a: Window, b: Window) -> float:
 def as_windows(frame: pl.DataFrame) -> list[Window]:
     """A windows frame as a list of (start, end) tuples."""
     return list(zip(frame["start"].to_list(), frame["end"].to_list(), strict=True))
+
+
+def periodicity(
+    starts: list[datetime], *, min_count: int = 3, max_cv: float = 0.25
+) -> tuple[float, float] | None:
+    """``(period_s, cv)`` when at least ``min_count`` window starts repeat evenly, else None.
+
+    The period is the median spacing between consecutive starts; each spacing is divided
+    by its nearest whole number of periods (so one missed occurrence does not break the
+    series) and the coefficient of variation of those per-period spacings must stay below
+    ``max_cv``.
+    """
+    if len(starts) < min_count:
+        return None
+    s = pl.Series(sorted(starts)).cast(pl.Datetime("us", "UTC"))
+    gaps = s.diff().drop_nulls().dt.total_microseconds().cast(pl.Float64) / 1e6
+    period = float(gaps.median())  # type: ignore[arg-type]
+    if period <= 0:
+        return None
+    k = (gaps / period).round(0)
+    if float(k.min()) < 1:  # type: ignore[arg-type]
+        return None
+    per = gaps / k
+    mean = float(per.mean())  # type: ignore[arg-type]
+    cv = float(per.std(ddof=0)) / mean if mean > 0 else 1.0  # type: ignore[arg-type]
+    return (mean, cv) if cv < max_cv else None

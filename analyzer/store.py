@@ -13,8 +13,10 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from analyzer.findings import CHAINS, DETECTOR_STATUS, FINDING_EVIDENCE, FINDING_LOG_LINES, FINDINGS
 from analyzer.parsers import PARSERS
 from analyzer.parsers.base import TS, Table, table
+from analyzer.signals import SIGNAL_SOURCES, SIGNALS
 
 SOURCE_FILE_DOC = "bundle-relative path of the input file the row came from (added by the store)"
 
@@ -35,6 +37,9 @@ BUNDLE = table(
     ("format_version", pl.Int32, "", "bundle format version from the manifest"),
     ("manifest_present", pl.Boolean, "", "whether a valid manifest.json was found"),
     ("interrupted", pl.Boolean, "", "the capture was interrupted (SIGINT/SIGTERM)"),
+    ("history_start_utc", TS, "UTC", "earliest row from the host's sysstat files (history/)"),
+    ("trigger", pl.String, "", "flight recorder: what cut this bundle (trigger, SIGUSR1, --dump)"),
+    ("trigger_utc", TS, "UTC", "flight recorder: when the trigger fired (the incident's time)"),
     ("refused_members", pl.Int32, "count", "archive members refused by the safe reader"),
     ("notes", pl.String, "", "manifest and bundle notes, one per line"),
     ("analyzer_version", pl.String, "", "Hindsight version that made this database"),
@@ -46,23 +51,48 @@ COLLECTORS = table(
     ("file", pl.String, "", "bundle-relative path"),
     ("collector", pl.String, "", "collector name from the manifest, else the file stem"),
     ("tool", pl.String, "", "tool identified from the content (NULL when unrecognised)"),
-    ("status", pl.String, "", "parsed | partial | empty | unrecognised | failed | refused | parser pending | missing | skipped | timeout | metadata"),
+    (
+        "status",
+        pl.String,
+        "",
+        "parsed | partial | empty | unrecognised | failed | refused | parser pending | missing | skipped | timeout | metadata",
+    ),
     ("bytes", pl.Int64, "bytes", "file size"),
     ("lines_total", pl.Int64, "lines", "lines in the file"),
     ("lines_parsed", pl.Int64, "lines", "lines that became rows"),
-    ("lines_structure", pl.Int64, "lines", "banners, headers, blank lines and other non-data output of the tool"),
+    (
+        "lines_structure",
+        pl.Int64,
+        "lines",
+        "banners, headers, blank lines and other non-data output of the tool",
+    ),
     ("lines_skipped", pl.Int64, "lines", "lines not used, each counted under a reason"),
     ("parsed_pct", pl.Float64, "%", "lines_parsed / (lines_parsed + lines_skipped) × 100"),
     ("skip_reasons", pl.String, "", "JSON object: reason -> line count (skipped and structure)"),
     ("notes", pl.String, "", "parser notes (derived timestamps, assumed units...), one per line"),
     ("stderr_tail", pl.String, "", "last lines of the collector's .err file, when not empty"),
     ("exit_code", pl.Int32, "", "collector exit status (manifest or .status file)"),
-    ("manifest_status", pl.String, "", "status the capture recorded (ok, missing, failed, skipped, timeout)"),
+    (
+        "manifest_status",
+        pl.String,
+        "",
+        "status the capture recorded (ok, missing, failed, skipped, timeout)",
+    ),
     ("reason", pl.String, "", "why the file was not (fully) used, or the capture's reason"),
     ("tables", pl.String, "", "comma-separated tables the file contributed rows to"),
 )
 
-STORE_TABLES: dict[str, Table] = {"bundle": BUNDLE, "collectors": COLLECTORS}
+STORE_TABLES: dict[str, Table] = {
+    "bundle": BUNDLE,
+    "collectors": COLLECTORS,
+    "signals": SIGNALS,
+    "signal_sources": SIGNAL_SOURCES,
+    "findings": FINDINGS,
+    "finding_evidence": FINDING_EVIDENCE,
+    "finding_log_lines": FINDING_LOG_LINES,
+    "chains": CHAINS,
+    "detector_status": DETECTOR_STATUS,
+}
 
 
 def declared_tables() -> dict[str, Table]:

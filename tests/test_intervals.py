@@ -10,7 +10,9 @@ T0 = datetime(2026, 11, 29, 14, 0, 0, tzinfo=UTC)
 
 
 def _ts(n: int) -> pl.Series:
-    return pl.Series("ts", [T0 + timedelta(seconds=i) for i in range(n)], dtype=pl.Datetime("us", "UTC"))
+    return pl.Series(
+        "ts", [T0 + timedelta(seconds=i) for i in range(n)], dtype=pl.Datetime("us", "UTC")
+    )
 
 
 def _w(a: int, b: int) -> tuple[datetime, datetime]:
@@ -55,6 +57,25 @@ def test_intersect_overlap_and_iou() -> None:
 
 def test_merge_overlapping_windows() -> None:
     w = pl.DataFrame(
-        {"start": [_w(0, 1)[0], _w(3, 1)[0], _w(2, 1)[0]], "end": [_w(0, 4)[1], _w(0, 6)[1], _w(0, 3)[1]]}
+        {
+            "start": [_w(0, 1)[0], _w(3, 1)[0], _w(2, 1)[0]],
+            "end": [_w(0, 4)[1], _w(0, 6)[1], _w(0, 3)[1]],
+        }
     ).cast({"start": pl.Datetime("us", "UTC"), "end": pl.Datetime("us", "UTC")})
     assert as_windows(merge(w)) == [_w(0, 6)]
+
+
+def test_periodicity_finds_the_period_and_tolerates_one_missed_occurrence() -> None:
+    from analyzer.intervals import periodicity
+
+    starts = [T0 + timedelta(seconds=s) for s in (0, 60, 121, 179, 300)]  # 240 missing
+    period, cv = periodicity(starts)  # type: ignore[misc]
+    assert 59 < period < 61 and cv < 0.05
+
+
+def test_periodicity_rejects_irregular_and_too_few_starts() -> None:
+    from analyzer.intervals import periodicity
+
+    assert periodicity([T0, T0 + timedelta(seconds=60)]) is None
+    irregular = [T0 + timedelta(seconds=s) for s in (0, 10, 45, 52, 130)]
+    assert periodicity(irregular) is None

@@ -1,0 +1,147 @@
+"""CPU quota throttling: a cgroup's CFS bandwidth periods end throttled (nr_throttled rising).
+
+Per cgroup, from ``cgroup_cpu``: the share of periods throttled (Δnr_throttled /
+Δnr_periods) and the throttled time per second. The cgroup's quota comes from
+``cgroup_limits`` (cpu.quota_us / cpu.period_us) when captured.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyzer import intervals
+from analyzer.detectors._base import Context, gpu_loss_severity, r, span, worst
+from analyzer.findings import Evidence, Finding, NotEvaluated
+from analyzer.intervals import overlap_s
+
+NAME = "cpu_throttle"
+INPUTS = (
+    "cgroup_cpu (cpu.stat nr_periods, nr_throttled, throttled_usec)",
+    "optional: cgroup_limits (cpu.max), gpu_util_mean_pct",
+)
+THRESHOLDS = {
+    "enter_pct": 10.0,  # ≥ 10 % of periods throttled starts a window ...
+    "leave_pct": 5.0,  # ... which lasts while above 5 %
+    "min_s": 5,
+    "merge_gap_s": 5,
+    "major_pct": 25.0,  # mean share for `major` ...
+    "major_min_s": 30,  # ... sustained this long
+}
+T = THRESHOLDS
+
+
+def detect(ctx: Context) -> list[Finding] | NotEvaluated:
+    if not ctx.rows("cgroup_cpu"):
+        return NotEvaluated(
+            NAME, "needs cgroup cpu.stat samples (series/cgroup.out with --cgroup or --pid)"
+        )
+    df = ctx.query(
+        "SELECT cgroup, date_trunc('second', ts) AS ts, avg(throttled_pct) AS pct, avg(throttled_ms_per_s) AS ms, avg(usage_pct) AS usage "
+        "FROM cgroup_cpu WHERE ts IS NOT NULL AND nr_periods IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2"
+    )
+    if df.height == 0 or df["pct"].null_count() == df.height:
+        return NotEvaluated(
+            NAME,
+            "no cgroup in cgroup_cpu has CFS bandwidth counters (nr_periods): no CPU quota set, or cpu.stat not sampled over time",
+        )
+    quotas = _quotas(ctx)
+    base, dips = ctx.gpu_dips()
+    capacity = ctx.gpu_capacity_s()
+    out = []
+    for cg, sub in df.group_by("cgroup", maintain_order=True):
+        cg = cg[0]
+        wins = intervals.as_windows(
+            intervals.runs(
+                sub["ts"],
+                sub["pct"],
+                enter=T["enter_pct"],
+                leave=T["leave_pct"],
+                min_duration_s=T["min_s"],
+                merge_gap_s=T["merge_gap_s"],
+            )
+        )
+        for w in wins:
+            inside = sub.filter((pl.col("ts") >= w[0]) & (pl.col("ts") < w[1]))
+            outside = sub.filter((pl.col("ts") < w[0]) | (pl.col("ts") >= w[1]))
+            mean_pct = float(inside["pct"].mean() or 0.0)
+            throttled_s = float(inside["ms"].fill_null(0).sum()) / 1000.0
+            usage = inside["usage"].mean()
+            q = quotas.get(cg)
+            dur = (w[1] - w[0]).total_seconds()
+            near = [d for d in dips if overlap_s(w, d) > 0]
+            lost = sum(ctx.gpu_seconds_lost(d, base) or 0.0 for d in near) if near else None
+            sev = "major" if mean_pct >= T["major_pct"] and dur >= T["major_min_s"] else "minor"
+            sev = worst(sev, gpu_loss_severity(lost, capacity) if near else None)
+            qtxt = f"quota {q:.2f} CPUs" if q else "quota unknown (cgroup_limits not captured)"
+            ev = [
+                Evidence(
+                    "throttled_pct",
+                    r(mean_pct),
+                    r(outside["pct"].median()),
+                    "%",
+                    "mean share of periods throttled",
+                ),
+                Evidence("throttled_pct", r(inside["pct"].max()), None, "%", "peak"),
+                Evidence(
+                    "throttled_ms_per_s",
+                    r(inside["ms"].mean()),
+                    r(outside["ms"].median()),
+                    "ms/s",
+                    "mean",
+                ),
+            ]
+            if usage is not None:
+                ev.append(
+                    Evidence(
+                        "usage_pct",
+                        r(usage),
+                        r(q * 100) if q else None,
+                        "% of one CPU",
+                        "mean CPU use vs the quota",
+                    )
+                )
+            if q:
+                ev.append(
+                    Evidence(
+                        "cpu.quota", r(q, 2), None, "CPUs", f"cgroup {cg}: cpu.max quota / period"
+                    )
+                )
+            impact = {"seconds_throttled": r(throttled_s, 1), "throttled_share_pct": r(mean_pct)}
+            if lost is not None:
+                impact["gpu_seconds_lost"] = r(lost, 1)
+            out.append(
+                Finding(
+                    key="CPU_THROTTLE",
+                    kind=NAME,
+                    title=f"CPU quota throttling in {cg or '/'} ({mean_pct:.0f}% of periods)",
+                    severity=sev,
+                    start=w[0],
+                    end=w[1],
+                    summary=f"Cgroup {cg or '/'} was throttled in {mean_pct:.0f}% of its CFS periods at {span(w)} ({throttled_s:.1f} s of run time withheld; {qtxt}"
+                    + (f", using {usage / 100:.2f} CPUs" if usage is not None else "")
+                    + ").",
+                    impact=impact,
+                    evidence=ev,
+                    remediation=[
+                        f"Raise or remove the CPU limit of {cg or 'the cgroup'}: `systemctl set-property <unit> CPUQuota=<N×100>%`, or write `max 100000` to /sys/fs/cgroup/{cg or '<cgroup>'}/cpu.max; on Kubernetes raise resources.limits.cpu (or drop the limit and keep requests).",
+                        "Allow short bursts above the quota: cpu.max.burst (cgroup v2, kernel ≥ 5.14) or cpu.cfs_burst_us (v1).",
+                        "Fit the work to the quota: DataLoader num_workers, OMP_NUM_THREADS / torch.set_num_threads at most the quota's CPUs (threads above it only add throttling).",
+                    ],
+                )
+            )
+    return out
+
+
+def _quotas(ctx: Context) -> dict[str, float]:
+    """cgroup -> quota in CPUs (quota_us / period_us) from cgroup_limits."""
+    if not ctx.rows("cgroup_limits"):
+        return {}
+    df = ctx.query(
+        "SELECT cgroup, max(value) FILTER (key = 'cpu.quota_us') AS q, max(value) FILTER (key = 'cpu.period_us') AS p "
+        "FROM cgroup_limits WHERE NOT coalesce(unlimited, false) GROUP BY cgroup"
+    )
+    return {
+        row["cgroup"]: row["q"] / row["p"]
+        for row in df.iter_rows(named=True)
+        if row["q"] and row["p"]
+    }

@@ -1,0 +1,122 @@
+"""IRQ hotspot: one CPU saturated by hardware interrupts and softirqs while others are not.
+
+Typical cause: all NIC (or NVMe) queues' interrupts land on one core (irqbalance off, a
+single queue, RPS off); network receive then drops packets and whatever runs on that core
+(a data loader worker, NCCL proxy thread) starves.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyzer import intervals
+from analyzer.detectors._base import Context, r, span
+from analyzer.findings import Evidence, Finding, NotEvaluated
+
+NAME = "irq_hotspot"
+INPUTS = (
+    "mpstat_cpu per CPU (mpstat -P ALL: %irq, %soft)",
+    "optional: mpstat_irq (-I SCPU) for the softirq kind, net drops",
+)
+THRESHOLDS = {
+    "enter_pct": 80.0,  # %irq + %soft of one CPU ≥ 80 ...
+    "leave_pct": 60.0,
+    "imbalance": 3.0,  # ... and ≥ 3x the mean over all CPUs
+    "min_s": 5,
+    "merge_gap_s": 5,
+    "major_pct": 95.0,
+    "major_min_s": 30,
+}
+T = THRESHOLDS
+
+
+def detect(ctx: Context) -> list[Finding] | NotEvaluated:
+    if not ctx.rows("mpstat_cpu"):
+        return NotEvaluated(NAME, "needs per-CPU %irq/%soft: mpstat -P ALL")
+    df = ctx.query(
+        """SELECT cpu, date_trunc('second', ts) AS ts, avg(coalesce(irq_pct, 0) + coalesce(soft_pct, 0)) AS v FROM mpstat_cpu
+           WHERE cpu >= 0 AND since_boot IS NOT TRUE AND ts IS NOT NULL AND (irq_pct IS NOT NULL OR soft_pct IS NOT NULL) GROUP BY 1, 2 ORDER BY 1, 2"""
+    )
+    if df.height == 0:
+        return NotEvaluated(NAME, "mpstat has no per-CPU rows with %irq/%soft")
+    mean_all = df.group_by("ts").agg(m=pl.col("v").mean())
+    df = df.join(mean_all, on="ts").sort("cpu", "ts")
+    out = []
+    for (cpu,), sub in df.filter(
+        pl.col("cpu").is_in(df.filter(pl.col("v") >= T["enter_pct"])["cpu"].unique().implode())
+    ).group_by("cpu", maintain_order=True):
+        v = sub.select(
+            pl.when(pl.col("v") >= T["imbalance"] * pl.col("m")).then(pl.col("v")).otherwise(0.0)
+        ).to_series()
+        wins = intervals.as_windows(
+            intervals.runs(
+                sub["ts"],
+                v,
+                enter=T["enter_pct"],
+                leave=T["leave_pct"],
+                min_duration_s=T["min_s"],
+                merge_gap_s=T["merge_gap_s"],
+            )
+        )
+        for w in wins:
+            inside = sub.filter((pl.col("ts") >= w[0]) & (pl.col("ts") < w[1]))
+            mean, others = float(inside["v"].mean() or 0.0), float(inside["m"].mean() or 0.0)
+            dur = (w[1] - w[0]).total_seconds()
+            ev = [
+                Evidence(
+                    f"cpu{cpu} irq+soft_pct",
+                    r(mean),
+                    r(others),
+                    "%",
+                    "mean on this CPU vs mean over all CPUs",
+                ),
+                Evidence(f"cpu{cpu} irq+soft_pct", r(inside["v"].max()), None, "%", "peak"),
+            ]
+            ev += _softirqs(ctx, int(cpu), w)
+            drops = ctx.stat("net_drop_per_s", w, "mean")
+            if drops is not None:
+                ev.append(
+                    Evidence(
+                        "net_drop_per_s",
+                        r(drops),
+                        r(ctx.baseline("net_drop_per_s", exclude=[w])),
+                        "1/s",
+                        "mean",
+                    )
+                )
+            out.append(
+                Finding(
+                    key="IRQ_HOTSPOT",
+                    kind=NAME,
+                    title=f"CPU {cpu} saturated by interrupts ({mean:.0f}% irq+softirq)",
+                    severity="major"
+                    if mean >= T["major_pct"] and dur >= T["major_min_s"]
+                    else "minor",
+                    start=w[0],
+                    end=w[1],
+                    summary=f"CPU {cpu} spent {mean:.0f}% of its time in interrupt and softirq handlers at {span(w)}, against {others:.0f}% on average across CPUs.",
+                    impact={"cpu": int(cpu), "irq_pct": r(mean)},
+                    evidence=ev,
+                    remediation=[
+                        "Spread the interrupts: run irqbalance, or set `/proc/irq/<n>/smp_affinity_list` per queue (see snap/interrupts for which IRQs hit this CPU).",
+                        "Use more NIC queues and steer receive work: `ethtool -L <iface> combined <N>`, RPS `echo <cpumask> > /sys/class/net/<iface>/queues/rx-<q>/rps_cpus`, RFS `sysctl -w net.core.rps_sock_flow_entries=32768`.",
+                        "Keep latency-critical threads (trainer, loader workers) off the interrupt CPUs (taskset / cpuset).",
+                    ],
+                )
+            )
+    return out
+
+
+def _softirqs(ctx: Context, cpu: int, w: tuple) -> list[Evidence]:
+    if not ctx.rows("mpstat_irq"):
+        return []
+    df = ctx.query(
+        f"SELECT irq, avg(per_s) AS rate FROM mpstat_irq WHERE kind = 'soft' AND cpu = {cpu} AND ts >= '{w[0].isoformat()}' AND ts < '{w[1].isoformat()}' "
+        "GROUP BY irq ORDER BY rate DESC LIMIT 2"
+    )
+    return [
+        Evidence(
+            f"cpu{cpu} softirq {row['irq']}", r(row["rate"]), None, "1/s", "top softirq on this CPU"
+        )
+        for row in df.iter_rows(named=True)
+    ]

@@ -1,0 +1,249 @@
+"""Stage 5, *signals*: one wide table on a common 1-second grid, built in DuckDB SQL.
+
+Each group of columns comes from the first source table (in a fixed preference order)
+that exists and has rows; `signal_sources` records which table fed which column. A
+column whose sources are all missing is NULL (never 0). Rows flagged ``since_boot`` are
+excluded. Nothing is interpolated.
+
+Time attribution: a source sampled every ``step`` seconds (its median spacing) covers
+its interval: the sample stamped ``t`` (interval-end stamp, as vmstat/iostat/mpstat/
+bpftrace print them) is attributed to every grid second in ``(t - step, t]``. A 10 s
+run-queue histogram therefore fills ten seconds, and ``runqlat_interval_s`` says so. A
+missed sample (a gap longer than the step) is not filled: those seconds stay NULL and
+the `sampling_gap` detector reports them. Several samples in one second are averaged.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import duckdb
+import polars as pl
+
+from analyzer._signal_sql import _WITH_INTERVAL, GROUPS, Alt
+from analyzer.parsers.base import TS, table
+
+F = pl.Float64
+SIGNALS = table(
+    "One row per second of the capture: every signal the detectors use, NULL where its source is missing.",
+    ("ts", TS, "UTC", "the second [ts, ts+1 s); holds samples stamped in (ts - step, ts]"),
+    (
+        "cpu_busy_pct",
+        F,
+        "%",
+        "100 − idle − iowait (mpstat all, else sar -u, vmstat, iostat avg-cpu)",
+    ),
+    ("cpu_user_pct", F, "%", "user + nice CPU time"),
+    ("cpu_sys_pct", F, "%", "kernel CPU time including irq and softirq"),
+    ("iowait_pct", F, "%", "idle with outstanding I/O (hidden when CPUs are busy)"),
+    ("steal_pct", F, "%", "time stolen by the hypervisor"),
+    ("irq_soft_max_cpu_pct", F, "%", "max over CPUs of %irq + %soft (mpstat -P ALL)"),
+    ("runq", F, "tasks", "runnable tasks (vmstat r, else sar -q runq-sz)"),
+    ("blocked", F, "tasks", "tasks in uninterruptible sleep (vmstat b, else sar -q blocked)"),
+    ("cpus", pl.Int32, "count", "logical CPUs (bundle, else mpstat CPU count)"),
+    ("cs_per_s", F, "1/s", "context switches per second (vmstat cs, else sar -w)"),
+    ("mem_available_kb", F, "kB", "MemAvailable (meminfo, else sar -r kbavail)"),
+    ("dirty_kb", F, "kB", "Dirty page cache waiting for writeback (meminfo, else sar -r kbdirty)"),
+    ("writeback_kb", F, "kB", "pages under writeback (meminfo Writeback)"),
+    ("swap_in_kb_s", F, "kB/s", "swap-in (vmstat si, else pswpin × 4 kB)"),
+    ("swap_out_kb_s", F, "kB/s", "swap-out (vmstat so, else pswpout × 4 kB)"),
+    (
+        "pgscan_per_s",
+        F,
+        "pages/s",
+        "pages scanned for reclaim, kswapd + direct (/proc/vmstat, else sar -B)",
+    ),
+    (
+        "pgscan_direct_per_s",
+        F,
+        "pages/s",
+        "pages scanned by direct reclaim (allocating tasks stalled)",
+    ),
+    ("pgsteal_per_s", F, "pages/s", "pages reclaimed per second"),
+    ("pgmajfault_per_s", F, "1/s", "major page faults per second"),
+    ("refault_per_s", F, "pages/s", "workingset refaults (evicted pages needed again)"),
+    ("psi_cpu_some_pct", F, "%", "system CPU pressure some (stall_pct, else avg10)"),
+    ("psi_mem_some_pct", F, "%", "system memory pressure some"),
+    ("psi_mem_full_pct", F, "%", "system memory pressure full"),
+    ("psi_io_some_pct", F, "%", "system I/O pressure some"),
+    ("psi_io_full_pct", F, "%", "system I/O pressure full"),
+    (
+        "disk_read_kb_s",
+        F,
+        "kB/s",
+        "read throughput summed over whole disks (no partitions, dm, md, loop, zram)",
+    ),
+    ("disk_write_kb_s", F, "kB/s", "write throughput summed over whole disks"),
+    ("disk_util_max_pct", F, "%", "max over disks of %util"),
+    ("disk_w_await_max_ms", F, "ms", "max over disks of w_await (await on old sysstat)"),
+    ("disk_aqu_sz_max", F, "requests", "max over disks of the average queue size"),
+    ("net_rx_kb_s", F, "kB/s", "received over all interfaces but lo (sar -n DEV)"),
+    ("net_tx_kb_s", F, "kB/s", "transmitted over all interfaces but lo"),
+    ("net_drop_per_s", F, "1/s", "rx + tx drops over all interfaces but lo (sar -n EDEV)"),
+    ("net_err_per_s", F, "1/s", "rx/tx errors, frame, FIFO and carrier errors (sar -n EDEV)"),
+    ("gpu_count", pl.Int32, "count", "GPUs reporting in this second (nvidia-smi dmon)"),
+    ("gpu_util_mean_pct", F, "%", "mean SM utilisation over GPUs"),
+    ("gpu_util_min_pct", F, "%", "min SM utilisation over GPUs"),
+    ("gpu_power_w", F, "W", "power draw summed over GPUs"),
+    ("gpu_temp_max_c", F, "C", "max GPU temperature"),
+    ("gpu_sm_clock_min_mhz", F, "MHz", "min SM (processor) clock over GPUs"),
+    ("gpu_pviol_max_pct", F, "%", "max over GPUs of the power-violation share"),
+    ("gpu_tviol_any", F, "0/1", "1 when any GPU flagged a thermal violation"),
+    ("gpu_mem_used_mib", F, "MiB", "frame-buffer memory used, summed over GPUs"),
+    ("throttled_pct", F, "%", "max over cgroups of Δnr_throttled/Δnr_periods × 100"),
+    ("throttled_ms_per_s", F, "ms/s", "max over cgroups of throttled time per second"),
+    (
+        "runqlat_p99_us",
+        F,
+        "us",
+        "run-queue latency p99 (bucket upper bound) from the runqlat histogram",
+    ),
+    (
+        "runqlat_interval_s",
+        F,
+        "s",
+        "length of the histogram interval the runqlat value covers (attributed to each of its seconds)",
+    ),
+    (
+        "biolat_p99_us",
+        F,
+        "us",
+        "block I/O latency p99 (bucket upper bound) from the biolat histogram, all disks",
+    ),
+    ("biolat_interval_s", F, "s", "length of the histogram interval the biolat value covers"),
+)
+
+SIGNAL_SOURCES = table(
+    "One row per signals column: which source table fed it and at what sampling step (NULL table = missing).",
+    ("signal", pl.String, "", "signals column"),
+    ("source_table", pl.String, "", "table the values came from; NULL when no source exists"),
+    (
+        "step_s",
+        pl.Float64,
+        "s",
+        "the source's sampling step (median spacing); a sample covers that many seconds",
+    ),
+    ("note", pl.String, "", "how it was derived, or which tables would have fed it"),
+)
+
+
+def _has_rows(con: duckdb.DuckDBPyConnection, name: str, sql: str) -> bool:
+    exists = con.sql(
+        f"SELECT count(*) FROM duckdb_tables() WHERE table_name = '{name}'"
+    ).fetchall()[0][0]
+    if not exists:
+        return False
+    try:
+        return con.sql(f"SELECT count(*) FROM ({sql}) WHERE sec IS NOT NULL").fetchall()[0][0] > 0
+    except duckdb.Error:  # a column the query needs is absent in this store
+        return False
+
+
+def _expanded(sql: str, cols: tuple[str, ...], with_interval: bool) -> str:
+    """Per-second rows of ``sql`` spread over the seconds each sample covers."""
+    values = [c for c in cols if not (with_interval and c.endswith("_interval_s"))]
+    inner = ", ".join(f"c{i} AS {c}" for i, c in enumerate(values))
+    renamed = f"SELECT * FROM ({sql}) AS q(sec, {', '.join(f'c{i}' for i in range(len(values)))})"
+    agg = ", ".join(f"avg({c}) AS {c}" for c in values)
+    extra = f", max(step)::DOUBLE AS {cols[-1]}" if with_interval else ""
+    return f"""(
+        WITH p AS ({renamed}),
+        st AS (SELECT coalesce(greatest(1, round(median(d))), 1)::INT AS step FROM (
+                 SELECT epoch(sec) - epoch(lag(sec) OVER (ORDER BY sec)) AS d FROM p)),
+        x AS (SELECT unnest(generate_series(p.sec - to_seconds(st.step - 1), p.sec, INTERVAL 1 SECOND)) AS ts,
+                     st.step AS step, {inner} FROM p, st WHERE p.sec IS NOT NULL)
+        SELECT ts, {agg}{extra} FROM x GROUP BY ts)"""
+
+
+def build(
+    con: duckdb.DuckDBPyConnection,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    cpus: int | None = None,
+) -> pl.DataFrame:
+    """Create tables ``signals`` and ``signal_sources`` in ``con`` and return signals.
+
+    The grid runs from ``start`` to ``end`` (the capture span) truncated to seconds; when
+    either is unknown, the span of the chosen sources is used.
+    """
+    chosen: list[tuple[str, Alt]] = []
+    source_rows = []
+    for group, (cols, alts) in GROUPS.items():
+        alt = next((a for a in alts if _has_rows(con, a.table, a.sql)), None)
+        if alt is None:
+            wanted = " or ".join(dict.fromkeys(a.table for a in alts))
+            source_rows += [(c, None, None, f"missing: needs {wanted}") for c in cols]
+            continue
+        chosen.append((group, alt))
+        step = con.sql(
+            f"SELECT coalesce(greatest(1, round(median(d))), 1) FROM (SELECT epoch(sec) - epoch(lag(sec) OVER (ORDER BY sec)) AS d FROM (SELECT DISTINCT sec FROM ({alt.sql}) AS q WHERE sec IS NOT NULL))"
+        ).fetchall()[0][0]
+        source_rows += [(c, alt.table, float(step), alt.note or None) for c in cols]
+    if cpus is None:
+        cpus = _cpu_count(con)
+    source_rows.append(("cpus", "bundle" if cpus else None, None, "bundle.cpus, else mpstat CPUs"))
+
+    subs = {g: _expanded(a.sql, GROUPS[g][0], g in _WITH_INTERVAL) for g, a in chosen}
+    lo, hi = _span(con, subs, start, end)
+    con.sql("DROP TABLE IF EXISTS signals")
+    con.sql("DROP TABLE IF EXISTS signal_sources")
+    joins = "".join(f" LEFT JOIN {sql} AS g_{g} ON g_{g}.ts = grid.ts" for g, sql in subs.items())
+    have = {c: f"g_{g}.{c}" for g in subs for c in GROUPS[g][0]}
+    select = []
+    for col in SIGNALS.columns[1:]:
+        expr = have.get(col.name, "NULL")
+        if col.name == "cpus":
+            expr = str(int(cpus)) if cpus else "NULL"
+        sql_type = "INTEGER" if col.dtype == pl.Int32 else "DOUBLE"
+        select.append(f"CAST({expr} AS {sql_type}) AS {col.name}")
+    if lo is None:
+        con.sql(
+            f"CREATE TABLE signals AS SELECT NULL::TIMESTAMPTZ AS ts, {', '.join(select)} LIMIT 0"
+        )
+    else:
+        grid = f"(SELECT unnest(generate_series('{lo.isoformat()}'::TIMESTAMPTZ, '{hi.isoformat()}'::TIMESTAMPTZ, INTERVAL 1 SECOND)) AS ts)"
+        con.sql(
+            f"CREATE TABLE signals AS SELECT grid.ts, {', '.join(select)} FROM {grid} AS grid{joins} ORDER BY grid.ts"
+        )
+    frame = pl.DataFrame(source_rows, schema=list(SIGNAL_SOURCES.schema.items()), orient="row")
+    con.register("_signal_sources", frame.to_arrow())
+    con.sql("CREATE TABLE signal_sources AS SELECT * FROM _signal_sources")
+    con.unregister("_signal_sources")
+    return SIGNALS.conform(con.sql("SELECT * FROM signals ORDER BY ts").pl()).collect()
+
+
+def _span(
+    con: duckdb.DuckDBPyConnection,
+    subs: dict[str, str],
+    start: datetime | None,
+    end: datetime | None,
+) -> tuple[datetime | None, datetime | None]:
+    if start is None or end is None:
+        if not subs:
+            return (None, None) if start is None or end is None else (start, end)
+        union = " UNION ALL ".join(
+            f"SELECT min(ts) AS lo, max(ts) AS hi FROM {s}" for s in subs.values()
+        )
+        lo, hi = con.sql(f"SELECT min(lo), max(hi) FROM ({union})").fetchall()[0]
+        start, end = start or lo, end or hi
+    if start is None or end is None:
+        return None, None
+    lo, hi = con.sql(
+        f"SELECT date_trunc('second', '{start.isoformat()}'::TIMESTAMPTZ), date_trunc('second', '{end.isoformat()}'::TIMESTAMPTZ)"
+    ).fetchall()[0]
+    return lo, max(lo, hi)
+
+
+def _cpu_count(con: duckdb.DuckDBPyConnection) -> int | None:
+    for sql in (
+        "SELECT max(cpus) FROM bundle",
+        "SELECT count(DISTINCT cpu) FROM mpstat_cpu WHERE cpu >= 0",
+        "SELECT count(DISTINCT cpu) FROM sar_cpu WHERE cpu >= 0",
+    ):
+        try:
+            n = con.sql(sql).fetchall()[0][0]
+        except duckdb.Error:
+            continue
+        if n:
+            return int(n)
+    return None
