@@ -3,6 +3,9 @@ the time series land inside the capture window."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +19,7 @@ SCRIPT = ROOT / "capture" / "hindsight-capture.sh"
 
 @pytest.mark.capture
 def test_real_capture_has_no_unrecognised_or_pending_file(tmp_path: Path) -> None:
+    # Its own session, so the whole group (timeout and the shell under it) can be ended.
     load = subprocess.Popen(
         ["timeout", "6", "sh", "-c", "while :; do :; done"], start_new_session=True
     )
@@ -28,7 +32,8 @@ def test_real_capture_has_no_unrecognised_or_pending_file(tmp_path: Path) -> Non
             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HINDSIGHT_CMD_TIMEOUT": "20"},
         )
     finally:
-        load.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(load.pid, signal.SIGKILL)
         load.wait()
     assert cap.returncode == 0, cap.stderr
     bundle = Path(cap.stdout.strip())
