@@ -18,6 +18,9 @@ SUPPORTED_FORMAT_VERSIONS = (1,)
 # Sanity window for capture times: before 2000 or far in the future is not a real capture.
 _MIN_EPOCH = 946684800.0
 _MAX_FUTURE_S = 366 * 86400
+# Longest plausible capture (-d 0 stops at 24 h; 72 h captures exist): the 1 s signals grid
+# spans start..end, so a hostile span of years would mean billions of rows.
+MAX_SPAN_S = 8 * 86400
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,9 @@ class Manifest:
     ntp_synchronized: bool | None = None
     ntp_offset_s: float | None = None
     root: bool | None = None
+    history_files: list[str] = field(default_factory=list)  # sysstat files from before the capture
+    trigger: str | None = None  # what cut a flight-recorder bundle (trigger spec, SIGUSR1, --dump)
+    trigger_time: datetime | None = None
     collectors: list[CollectorEntry] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
@@ -62,9 +68,17 @@ class Manifest:
     def collector_for(self, rel: str) -> CollectorEntry | None:
         """The collector whose output (path relative to the bundle root) is ``rel``."""
         for c in self.collectors:
-            if c.output and c.output.lstrip("./") == rel:
+            if c.output and bundle_path(c.output) == rel:
                 return c
         return None
+
+
+def bundle_path(output: str) -> str:
+    """A manifest ``output`` as a bundle-relative path: leading ``./`` removed, nothing
+    else (``lstrip("./")`` would turn ``../../etc/passwd`` into ``etc/passwd``)."""
+    while output.startswith("./"):
+        output = output[2:]
+    return output
 
 
 def load_manifest(path: Path | None) -> Manifest:
@@ -77,7 +91,7 @@ def load_manifest(path: Path | None) -> Manifest:
         if path.stat().st_size > MAX_MANIFEST_BYTES:
             m.notes.append(f"manifest.json larger than {MAX_MANIFEST_BYTES} bytes: ignored")
             return m
-        data = json.loads(path.read_bytes().decode("utf-8", "replace"))
+        data = json.loads(path.read_bytes().decode("utf-8-sig", "replace"))  # a BOM is harmless
     except (OSError, ValueError, RecursionError) as e:
         m.notes.append(f"manifest.json is not valid JSON ({str(e)[:120]}): ignored")
         return m
@@ -91,7 +105,7 @@ def load_manifest(path: Path | None) -> Manifest:
 
 
 def _fill(m: Manifest, d: dict[str, Any]) -> None:
-    m.format_version = _int(m, d, "format_version")
+    m.format_version = _int(m, d, "format_version", hi=1_000_000)
     if m.format_version is not None and m.format_version not in SUPPORTED_FORMAT_VERSIONS:
         m.notes.append(
             f"manifest format_version {m.format_version} is unknown to this analyzer "
@@ -112,9 +126,17 @@ def _fill(m: Manifest, d: dict[str, Any]) -> None:
     if m.start and m.end and m.end < m.start:
         m.notes.append("manifest end_utc is before start_utc: both ignored")
         m.start = m.end = None
+    if m.start and m.end and (m.end - m.start).total_seconds() > MAX_SPAN_S:
+        m.notes.append(f"manifest start_utc..end_utc spans more than {MAX_SPAN_S} s: both ignored")
+        m.start = m.end = None
     m.interval_s = _float(m, d, "interval_s", lo=0.001, hi=86400)
     m.timezone = _str(m, d, "timezone")
     m.interrupted = _bool(d.get("interrupted"))
+    if d.get("complete") is False and not isinstance(d.get("trigger"), dict):
+        m.notes.append(
+            "manifest is not final (complete: false): the capture was killed or could not "
+            "write its last manifest (disk full?); collectors may show as running"
+        )
     clock = d.get("clock")
     if isinstance(clock, dict):
         boot = _float(m, clock, "boot_epoch_s", "clock.", lo=0, hi=4e9)
@@ -127,6 +149,7 @@ def _fill(m: Manifest, d: dict[str, Any]) -> None:
     user = d.get("user")
     if isinstance(user, dict):
         m.root = _bool(user.get("root"))
+    _fill_marks(m, d)
     cols = d.get("collectors")
     if isinstance(cols, list):
         for c in cols[:10_000]:
@@ -139,7 +162,7 @@ def _fill(m: Manifest, d: dict[str, Any]) -> None:
                         output=_opt_str(c.get("output"), 1000),
                         stderr=_opt_str(c.get("stderr"), 1000),
                         status=_opt_str(c.get("status")),
-                        exit_code=c.get("exit_code") if _is_int(c.get("exit_code")) else None,
+                        exit_code=c.get("exit_code") if is_exit_code(c.get("exit_code")) else None,
                         reason=_opt_str(c.get("reason"), 2000),
                     )
                 )
@@ -149,6 +172,11 @@ def _fill(m: Manifest, d: dict[str, Any]) -> None:
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**53
+
+
+def is_exit_code(v: Any) -> bool:
+    """An int that fits the store's 32-bit ``exit_code`` column."""
+    return _is_int(v) and -(2**31) <= v < 2**31
 
 
 def _opt_str(v: Any, limit: int = 200) -> str | None:
@@ -169,22 +197,40 @@ def _str(m: Manifest, d: dict[str, Any], key: str, prefix: str = "") -> str | No
     return v[:1000]
 
 
-def _int(m: Manifest, d: dict[str, Any], key: str, prefix: str = "", lo: int = 0, hi: int = 2**31) -> int | None:
+def _int(
+    m: Manifest, d: dict[str, Any], key: str, prefix: str = "", lo: int = 0, hi: int = 2**31
+) -> int | None:
     v = d.get(key)
     if v is None:
         return None
     if not _is_int(v) or not lo <= v <= hi:
-        m.notes.append(f"manifest {prefix}{key}={str(v)[:40]!r} is not an integer in [{lo}, {hi}]: ignored")
+        m.notes.append(
+            f"manifest {prefix}{key}={str(v)[:40]!r} is not an integer in [{lo}, {hi}]: ignored"
+        )
         return None
     return int(v)
 
 
-def _float(m: Manifest, d: dict[str, Any], key: str, prefix: str = "", lo: float = -math.inf, hi: float = math.inf) -> float | None:
+def _float(
+    m: Manifest,
+    d: dict[str, Any],
+    key: str,
+    prefix: str = "",
+    lo: float = -math.inf,
+    hi: float = math.inf,
+) -> float | None:
     v = d.get(key)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or not lo <= v <= hi:
-        m.notes.append(f"manifest {prefix}{key}={str(v)[:40]!r} is not a number in [{lo:g}, {hi:g}]: ignored")
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, int | float)
+        or not math.isfinite(v)
+        or not lo <= v <= hi
+    ):
+        m.notes.append(
+            f"manifest {prefix}{key}={str(v)[:40]!r} is not a number in [{lo:g}, {hi:g}]: ignored"
+        )
         return None
     return float(v)
 
@@ -203,6 +249,21 @@ def _time(m: Manifest, d: dict[str, Any], key: str) -> datetime | None:
         return None
     now = datetime.now(UTC).timestamp()
     if not _MIN_EPOCH <= t.timestamp() <= now + _MAX_FUTURE_S:
-        m.notes.append(f"manifest {key}={v[:40]!r} is implausible (before 2000 or in the future): ignored")
+        m.notes.append(
+            f"manifest {key}={v[:40]!r} is implausible (before 2000 or in the future): ignored"
+        )
         return None
     return t
+
+
+def _fill_marks(m: Manifest, d: dict[str, Any]) -> None:
+    """``history.files`` (sysstat daily files) and a flight-recorder dump's ``trigger``."""
+    hist = d.get("history")
+    if isinstance(hist, dict) and isinstance(hist.get("files"), list):
+        m.history_files = [
+            f.lstrip("./")[:1000] for f in hist["files"][:1000] if isinstance(f, str)
+        ]
+    trig = d.get("trigger")
+    if isinstance(trig, dict):
+        m.trigger = _str(m, trig, "name", "trigger.")
+        m.trigger_time = _time(m, trig, "utc")

@@ -19,7 +19,10 @@ usage() {
     cat <<'EOF'
 Usage: hindsight-capture.sh [-d DURATION_S] [-i INTERVAL_S] [-o OUT_DIR] [--pid PID]...
                             [--cgroup PATH]... [--no-bpf] [--no-gpu] [--safe-mode]
-                            [--max-mb N] [--min-free-mb N] [-h]
+                            [--max-mb N] [--min-free-mb N] [--history-hours N] [-h]
+       hindsight-capture.sh --ring MINUTES [--trigger SPEC]... [--cooldown S]
+                            [--max-dumps N] [same options as above, but -d]
+       hindsight-capture.sh --dump [-o OUT_DIR]
 
 Capture a Hindsight bundle: time series (vmstat, iostat, mpstat, sar, pidstat, PSI,
 cgroups, meminfo, /proc/vmstat, dmesg, nvidia-smi dmon, InfiniBand, bpftrace) and
@@ -37,7 +40,20 @@ and OUT_DIR/hindsight-<host>-<UTC>.tgz. Then: analyze hindsight-<host>-<UTC>.tgz
   --safe-mode        skip what can hang on a sick host (nvidia-smi, bpftrace)
   --max-mb N         stop collecting when the bundle directory reaches N MiB (default 500)
   --min-free-mb N    stop when the output filesystem has less than N MiB free (default 100)
+  --history-hours N  also convert sysstat's own daily files (sa*) of the last N hours
+                     with sadf -j (default 6; 0 = no)
   -h, --help         this help
+
+Flight recorder (docs/capture.md): --ring MINUTES keeps the last MINUTES of every
+collector in rotating slots (disk bounded by --max-mb) and cuts a bundle into OUT_DIR
+on SIGUSR1, on 'hindsight-capture.sh --dump -o OUT_DIR' or when a trigger fires:
+  --trigger SPEC     psi:memory:some:avg10>20, dmesg:Out of memory, gpu:util<10:for=30
+                     (repeatable; psi RESOURCE:some|full:avg10|avg60|avg300, gpu METRIC
+                     = an nvidia-smi dmon column or util; ':for=S' = held S seconds)
+  --cooldown S       ignore triggers for S seconds after a triggered bundle (default: ring)
+  --max-dumps N      at most N triggered bundles per recorder run (default 20)
+  --dump             ask the recorder running under -o OUT_DIR for a bundle; print its path
+SIGTERM/SIGINT stop a recorder (exit 0) without a bundle.
 
 Ctrl-C (or SIGTERM) at any moment stops the collectors and still writes the bundle.
 Run as root for dmesg, bpftrace, other users' environments and pstore.
@@ -206,6 +222,11 @@ END {
     printf "  \"interrupted\": %s,\n  \"complete\": %s,\n  \"stop_reason\": %s,\n", (interrupted ? "true" : "false"), (complete ? "true" : "false"), V("stop_reason")
     printf "  \"options\": {\"safe_mode\": %s, \"no_bpf\": %s, \"no_gpu\": %s, \"max_mb\": %s, \"min_free_mb\": %s},\n", V("safe_mode"), V("no_bpf"), V("no_gpu"), V("max_mb"), V("min_free_mb")
     printf "  \"targets\": {\"pids\": %s, \"pids_auto\": %s, \"cgroups\": %s},\n", (("pids" in M) ? M["pids"] : "[]"), V("pids_auto"), (("cgroups" in M) ? M["cgroups"] : "[]")
+    if ("ring_minutes" in M) printf "  \"ring\": {\"minutes\": %s, \"segment_s\": %s, \"segments_kept\": %s, \"slot_unit_bytes\": %s, \"cooldown_s\": %s, \"max_dumps\": %s, \"triggers\": %s, \"recorder_start_utc\": %s, \"dumps\": %s, \"suppressed\": %s},\n", V("ring_minutes"), V("ring_segment_s"), V("ring_segments_kept"), V("ring_slot_unit_bytes"), V("ring_cooldown_s"), V("ring_max_dumps"), (("ring_triggers" in M) ? M["ring_triggers"] : "[]"), V("recorder_start_utc"), V("ring_dumps"), V("ring_suppressed")
+    else printf "  \"ring\": null,\n"
+    if ("trigger_name" in M) printf "  \"trigger\": {\"source\": %s, \"name\": %s, \"utc\": %s, \"epoch_s\": %s, \"value\": %s},\n", V("trigger_source"), V("trigger_name"), V("trigger_utc"), V("trigger_epoch_s"), V("trigger_value")
+    else printf "  \"trigger\": null,\n"
+    printf "  \"history\": {\"hours\": %s, \"until_utc\": %s, \"files\": %s},\n", V("history_hours"), V("history_until"), (("history_files" in M) ? M["history_files"] : "[]")
     printf "  \"args\": %s,\n", (("args" in M) ? M["args"] : "[]")
     printf "  \"collectors\": ["
     nsum = 0
@@ -218,12 +239,17 @@ END {
             if (stf != "" && (getline l < stf) > 0) { have = 1; rc = substr(l, 4) }
             if (stf != "") close(stf)
             if (!have) {
-                if (complete) { st = "failed"; rc = ""; reason = "did not exit when stopped" }
+                if (dump) { st = "ok"; reason = "flight recorder: still recording when this bundle was cut" }
+                else if (complete) { st = "failed"; rc = ""; reason = "did not exit when stopped" }
             } else if (rc == "0") st = "ok"
             else if (rc == "124") { st = "timeout"; reason = "ran past its time limit" }
             else if (stopped && (rc == "143" || rc == "137" || rc == "130" || rc == "129")) { st = "ok"; reason = "stopped by the capture" }
             else { st = "failed" }
         }
+        dropf = ".state/" name ".dropped"; nd = 0
+        while ((getline dl < dropf) > 0) { split(dl, dd, " "); if (dd[1] + 0 >= first_slot + 0) nd += dd[2] }
+        close(dropf)
+        if (nd > 0) reason = (reason == "" ? "" : reason "; ") nd " lines dropped (flight recorder: per-slot size cap)"
         if ((st == "failed" || st == "timeout") && reason == "" && errf != "") reason = errtail(errf)
         if (st == "failed" && reason == "") reason = "exit code " rc
         bytes = 0
@@ -257,6 +283,53 @@ function esc(p,    r, i, c) {
     }
     return r
 }
+function now_s(   t) { srand(); t = srand(); return t }
+function fire(tn, value) {
+    print now_s() "\t" tn "\t" value >> fired
+    close(fired)
+    system("kill -USR1 " main " 2>/dev/null")
+}
+# psi triggers on /proc/pressure/<res> lines: "some avg10=1.20 avg60=... total=..."
+function psi_check(path, line, ts,    j, res, f, n, kv, k, v, key) {
+    res = path; sub(/^\/proc\/pressure\//, "", res)
+    n = split(line, f, " ")
+    for (j = 1; j <= npt; j++) {
+        if (PR[j] != res || PK[j] != f[1]) continue
+        v = ""
+        for (k = 2; k <= n; k++) { split(f[k], kv, "="); if (kv[1] == PF[j]) v = kv[2] }
+        if (v == "") continue
+        if ((PO[j] == ">" && v + 0 > PV[j] + 0) || (PO[j] == "<" && v + 0 < PV[j] + 0) || (PO[j] == ">=" && v + 0 >= PV[j] + 0) || (PO[j] == "<=" && v + 0 <= PV[j] + 0)) {
+            if (!(j in SINCE)) SINCE[j] = ts
+            if (!(j in DONE) && ts - SINCE[j] >= PT[j]) { DONE[j] = 1; fire(PN[j], res " " f[1] " " PF[j] "=" v) }
+        } else { delete SINCE[j]; delete DONE[j] }
+    }
+}
+# flight recorder: a new time slot for the output of every sampler; old slots deleted
+function slot_roll(s,    i, k, m, rm) {
+    for (i = 1; i <= n; i++) close(OUT[i])
+    cur = s
+    for (i = 1; i <= n; i++) OUT[i] = "series/" MODE[i] "." s
+    made[s] = 1
+    for (k in made) if (k + 0 < s - nkeep) {
+        rm = "rm -f"; for (m in MODES) { rm = rm " series/" m "." k; if ((m, k) in DROP) { delete DROP[m, k]; DIRTYD[m] = 1; anyd = 1 } }
+        system(rm); delete made[k]
+    }
+    save_drops()
+    for (m in MODES) CAP[m] = cap(m)
+    delete BYTES
+    delete RECHECKED
+}
+# lines dropped per mode and kept slot: .state/<mode>.dropped, "slot count" lines
+function save_drops(   m, k, f, sp) {
+    for (m in MODES) {
+        if (!(m in DIRTYD)) continue
+        f = ".state/" m ".dropped"; printf "" > f
+        for (k in DROP) { split(k, sp, SUBSEP); if (sp[1] == m) print sp[2], DROP[k] > f }
+        close(f); delete DIRTYD[m]
+    }
+    anyd = 0; lastsave = now_s()
+}
+function cap(m,    v, c, f) { c = 0; f = ".state/cap." m; if ((getline v < f) > 0 && v + 0 > 0) c = v + 0; close(f); return c }
 function keep(mode, p, line,    k) {
     if (mode == "proc_vmstat") {
         k = line; sub(/ .*/, "", k)
@@ -276,8 +349,16 @@ BEGIN {
         m = ml[j]; sub(/=.*/, "", m); lf = ml[j]; sub(/^[^=]*=/, "", lf)
         while ((getline l < lf) > 0) if (l != "") { F[++n] = l; LAB[n] = esc(l); MODE[n] = m; OUT[n] = "series/" m ".out" }
         close(lf)
-        printf "" > ("series/" m ".out")
+        MODES[m] = 1
+        if (!ring) printf "" > ("series/" m ".out")
     }
+    npt = 0
+    if (ring) while ((getline l < trigs) > 0) {
+        split(l, a, "\t")
+        if (a[1] != "psi") continue
+        npt++; PN[npt] = a[2]; split(a[3], w, ":"); PR[npt] = w[1]; PK[npt] = w[2]; PF[npt] = w[3]; PO[npt] = a[4]; PV[npt] = a[5]; PT[npt] = a[6] + 0
+    }
+    if (ring) close(trigs)
     split("nr_dirty nr_writeback nr_writeback_temp nr_dirty_threshold nr_dirty_background_threshold nr_free_pages nr_file_pages nr_anon_pages nr_mapped nr_shmem nr_slab_reclaimable nr_slab_unreclaimable nr_dirtied nr_written pgfault pgmajfault drop_pagecache drop_slab", a, " ")
     for (i in a) VMKEY[a[i]] = 1
     split("anon file kernel kernel_stack pagetables sock shmem file_mapped file_dirty file_writeback anon_thp inactive_anon active_anon inactive_file active_file unevictable slab_reclaimable slab_unreclaimable pgfault pgmajfault workingset_refault_anon workingset_refault_file pgscan pgsteal pgscan_direct pgsteal_direct pgscan_kswapd pgsteal_kswapd swapcached zswap cache rss rss_huge mapped_file dirty writeback swap total_cache total_rss total_rss_huge total_shmem total_mapped_file total_dirty total_writeback total_swap total_pgfault total_pgmajfault total_inactive_file total_active_file hierarchical_memory_limit hierarchical_memsw_limit", a, " ")
@@ -285,15 +366,27 @@ BEGIN {
 }
 {
     ts = $1
+    if (ring && int(ts / slot_s) != cur) slot_roll(int(ts / slot_s))
     for (i = 1; i <= n; i++) {
         p = F[i]
         o = OUT[i]
-        while ((r = (getline line < p)) > 0) if (keep(MODE[i], p, line)) print ts, LAB[i], line > o
+        while ((r = (getline line < p)) > 0) {
+            if (npt && MODE[i] == "psi" && p ~ /^\/proc\/pressure\//) psi_check(p, line, ts)
+            if (!keep(MODE[i], p, line)) continue
+            if (ring && CAP[MODE[i]] > 0) {
+                b = length(ts) + length(LAB[i]) + length(line) + 3
+                if (BYTES[o] + b > CAP[MODE[i]] && !(MODE[i] in RECHECKED)) { CAP[MODE[i]] = cap(MODE[i]); RECHECKED[MODE[i]] = 1 }
+                if (BYTES[o] + b > CAP[MODE[i]]) { DROP[MODE[i], cur]++; DIRTYD[MODE[i]] = 1; anyd = 1; continue }
+                BYTES[o] += b
+            }
+            print ts, LAB[i], line > o
+        }
         close(p)
         if (r < 0 && !(i in WARNED)) { WARNED[i] = 1; print "hindsight sampler: cannot read " p > ("series/" MODE[i] ".err") }
         DIRTY[o] = 1
     }
     for (o in DIRTY) fflush(o)
+    if (ring && anyd && ts - lastsave >= 1) save_drops()
 }
 '
 
@@ -521,7 +614,8 @@ END
 parse_args() {
     while [ $# -gt 0 ]; do
         case $1 in
-        -d | --duration | -i | --interval | -o | --out | --pid | --cgroup | --max-mb | --min-free-mb)
+        -d | --duration | -i | --interval | -o | --out | --pid | --cgroup | --max-mb | --min-free-mb | --history-hours | \
+            --ring | --trigger | --cooldown | --max-dumps)
             [ $# -ge 2 ] || {
                 usage >&2
                 die "$1 needs a value"
@@ -529,7 +623,8 @@ parse_args() {
             set_opt "$1" "$2"
             shift 2
             ;;
-        --duration=* | --interval=* | --out=* | --pid=* | --cgroup=* | --max-mb=* | --min-free-mb=*)
+        --duration=* | --interval=* | --out=* | --pid=* | --cgroup=* | --max-mb=* | --min-free-mb=* | --history-hours=* | \
+            --ring=* | --trigger=* | --cooldown=* | --max-dumps=*)
             set_opt "${1%%=*}" "${1#*=}"
             shift
             ;;
@@ -540,6 +635,7 @@ parse_args() {
         --no-bpf) NO_BPF=true && shift ;;
         --no-gpu) NO_GPU=true && shift ;;
         --safe-mode) SAFE_MODE=true && shift ;;
+        --dump) DUMP_CLIENT=1 && shift ;;
         -h | --help)
             usage
             exit 0
@@ -578,6 +674,23 @@ set_opt() {
     --min-free-mb)
         is_uint "$2" || die "--min-free-mb needs a number: $2"
         MIN_FREE_MB=$2
+        ;;
+    --history-hours)
+        is_uint "$2" || die "--history-hours needs a number of hours: $2"
+        HISTORY_HOURS=$2
+        ;;
+    --ring)
+        if ! is_uint "$2" || [ "$2" -lt 1 ]; then die "--ring needs whole minutes >= 1: $2"; fi
+        RING_MIN=$2
+        ;;
+    --trigger) TRIGGERS="$TRIGGERS$2$NL" ;;
+    --cooldown)
+        is_uint "$2" || die "--cooldown needs seconds: $2"
+        COOLDOWN=$2
+        ;;
+    --max-dumps)
+        is_uint "$2" || die "--max-dumps needs a number: $2"
+        MAX_DUMPS=$2
         ;;
     esac
 }
@@ -668,12 +781,23 @@ make_workdir() {
     [ -n "$_h" ] || _h=unknown
     mkdir -p "$OUT_PARENT" 2>/dev/null || die "cannot create output directory $OUT_PARENT"
     OUT_ABS=$(cd "$OUT_PARENT" && pwd) || die "cannot enter output directory $OUT_PARENT"
+    HOST_TAG=$_h
     NAME=hindsight-$_h-$STAMP
     _n=1
-    while [ -e "$OUT_ABS/$NAME" ] || [ -e "$OUT_ABS/$NAME.tgz" ]; do
+    while [ -z "$RING_MIN" ] && { [ -e "$OUT_ABS/$NAME" ] || [ -e "$OUT_ABS/$NAME.tgz" ]; }; do
         _n=$((_n + 1))
         NAME=hindsight-$_h-$STAMP-$_n
     done
+    if [ -n "$RING_MIN" ]; then
+        NAME=hindsight-recorder-$_h
+        if [ -f "$OUT_ABS/$NAME/recorder.pid" ]; then
+            read -r _p <"$OUT_ABS/$NAME/recorder.pid" || _p=
+            if is_uint "$_p" && kill -0 "$_p" 2>/dev/null; then die "a flight recorder already runs in $OUT_ABS/$NAME (pid $_p)"; fi
+            rm -rf "${OUT_ABS:?}/$NAME"
+        elif [ -e "$OUT_ABS/$NAME" ]; then
+            die "$OUT_ABS/$NAME exists and is not a flight recorder directory"
+        fi
+    fi
     mkdir "$OUT_ABS/$NAME" 2>/dev/null || die "cannot write in $OUT_ABS (permissions? try -o /var/tmp)"
     WORK=$OUT_ABS/$NAME
     cd "$WORK" || die "cannot enter $WORK"
@@ -702,7 +826,7 @@ spawn() {
     (
         _stop=
         trap '_stop=1' TERM
-        "$@" >"$_out" 2>"$_err" </dev/null &
+        if [ -n "$RING_MIN" ]; then "$@" >"$_out" 2>>"$_err" </dev/null & else "$@" >"$_out" 2>"$_err" </dev/null & fi
         _c=$!
         trap 'kill -TERM "$_c" 2>/dev/null' TERM
         if [ -n "$_stop" ]; then kill -TERM "$_c" 2>/dev/null; fi
@@ -834,7 +958,13 @@ series() {
         _cmd=$CMDLINE
     fi
     _cmd_override=
-    spawn "$SERIES_LIMIT" "series/$_name.out" "series/$_name.err" "series/$_name.status" "$@"
+    if [ -n "$RING_MIN" ]; then
+        ring_mode_of "$_name"
+        spawn "$SERIES_LIMIT" /dev/null "series/$_name.err" "series/$_name.status" \
+            sh -c "$RING_SH" hindsight-ring "$_name" "$RING_MODE" "$RING_AWK" "$@"
+    else
+        spawn "$SERIES_LIMIT" "series/$_name.out" "series/$_name.err" "series/$_name.status" "$@"
+    fi
     SERIES_PIDS="$SERIES_PIDS $SPAWN_PID:$_name:$_flags"
     reg "$_name" series "$_tool" "series/$_name.out" "series/$_name.err" "series/$_name.status" running "" "" "$_flags" "$_cmd"
 }
@@ -845,8 +975,11 @@ sampler() {
 }
 start_samplers() {
     [ -n "$SAMPLERS" ] || return 0
-    set -- awk -v lists="$SAMPLERS" "$SAMPLER_AWK"
-    [ -n "$AWK_INTERACTIVE" ] && set -- awk -W interactive -v lists="$SAMPLERS" "$SAMPLER_AWK"
+    _ring=0
+    [ -n "$RING_MIN" ] && _ring=1
+    set -- -v lists="$SAMPLERS" -v ring="$_ring" -v slot_s="${RING_SLOT_S:-1}" -v nkeep="${RING_KEEP:-0}" \
+        -v main="$$" -v trigs=.state/triggers -v fired=.state/fired "$SAMPLER_AWK"
+    if [ -n "$AWK_INTERACTIVE" ]; then set -- awk -W interactive "$@"; else set -- awk "$@"; fi
     _first=''
     _extra=''
     for _e in $SAMPLERS; do
@@ -872,10 +1005,10 @@ write_manifest() {
     _complete=${1:-0}
     _up=$(date -u '+%Y-%m-%dT%H:%M:%SZ')
     meta updated_utc s "$_up"
-    ls -ln series snap snap/pstore >.state/sizes 2>/dev/null
+    ls -ln series snap snap/pstore history >.state/sizes 2>/dev/null
     _sum=
     [ "$_complete" = 1 ] && _sum=.state/summary && : >"$_sum"
-    if awk -v complete="$_complete" -v interrupted="$INTERRUPTED" -v stopped="$STOPPED" -v summary="$_sum" \
+    if awk -v complete="$_complete" -v interrupted="$INTERRUPTED" -v stopped="$STOPPED" -v summary="$_sum" -v dump="${DUMPING:-0}" -v first_slot="${FIRST_SLOT:-0}" \
         "$MANIFEST_AWK" .state/meta .state/reg .state/sizes >manifest.json.tmp 2>>"$LOG"; then
         mv -f manifest.json.tmp manifest.json
     else
@@ -932,6 +1065,7 @@ clock_snapshot() {
     meta "${_ph}_epoch_s" n "$_e"
     meta "${_ph}_uptime_s" n "$_upf"
     if [ "$_ph" = start ]; then
+        BOOT_EPOCH=$_boot START_EPOCH=$_e
         meta boot_epoch_s n "$_boot"
         meta clocksource s "$_cs"
         meta ntp_source s "$_src"
@@ -1026,7 +1160,11 @@ cgroup_lists() {
 start_series() {
     _n=$((DURATION / INTERVAL))
     [ "$_n" -ge 1 ] || _n=1
-    if [ "$DURATION" = 0 ]; then
+    if [ -n "$RING_MIN" ]; then
+        SERIES_LIMIT=$((RING_LIFETIME + 60))
+        MAX_TICKS=$((RING_LIFETIME / INTERVAL + 2))
+        _c1='' _c=''
+    elif [ "$DURATION" = 0 ]; then
         SERIES_LIMIT=86460
         MAX_TICKS=$((86400 / INTERVAL + 2))
         _c1='' _c='' # no counts: the collectors run until stopped
@@ -1048,7 +1186,8 @@ start_series() {
     fi
     if have_cmd iostat; then
         series iostat iostat counted iostat -t -x -y "$INTERVAL" ${_c:+"$_c"}
-        case $(iostat -o JSON 2>/dev/null | head -c 1) in
+        case $RING_MIN$(iostat -o JSON 2>/dev/null | head -c 1) in
+        [0-9]*) reg_off iostat_json series iostat_json skipped "flight recorder: a JSON stream cannot be cut into slots (iostat has the same data)" "iostat -t -x -y -o JSON" ;;
         '{') series iostat_json iostat_json counted iostat -t -x -y -o JSON "$INTERVAL" ${_c:+"$_c"} ;;
         *) reg_off iostat_json series iostat_json skipped "this iostat has no -o JSON (sysstat < 11.5)" "iostat -t -x -y -o JSON" ;;
         esac
@@ -1363,6 +1502,104 @@ pstore_snapshot() {
     reg pstore.start snapshot pstore "snap/pstore/" "$_stem.err" "$_stem.status" "$_st" "$_rc" "" "" "cp -R /sys/fs/pstore/* snap/pstore/"
 }
 
+# ---------------------------------------------------------------- sysstat history
+# sadf -j output, records before `until` ("YYYY-MM-DD HH:MM:SS" UTC) only: the records
+# from the capture window on are left out (the capture's own sar covers them). Output is
+# delayed by two lines so that the comma after the last kept record can be removed.
+HISTORY_AWK='
+function ind(s) { match(s, /^[ \t]*/); return RLENGTH }
+function emit(l) { if (n2) print h2; h2 = h1; n2 = n1; h1 = l; n1 = 1 }
+{
+    if (!skip && $0 ~ /"timestamp": *[{]/) {
+        d = $0; sub(/.*"date": *"/, "", d); t = $0; sub(/.*"time": *"/, "", t)
+        if (substr(d, 1, 10) " " substr(t, 1, 8) >= until) {
+            skip = 1; depth = ind($0); dropped++
+            n1 = 0
+            if (n2) sub(/,[ \t]*$/, "", h2)
+            next
+        }
+    }
+    if (skip) {
+        if ($0 ~ /^[ \t]*\][ \t]*,?[ \t]*$/ && ind($0) < depth - 1) skip = 0
+        else { if ($0 ~ /"timestamp": *[{]/) dropped++; next }
+    }
+    emit($0)
+}
+END {
+    if (n2) print h2
+    if (n1) print h1
+    if (dropped) printf "hindsight: %d records from %s UTC on left out (inside the capture window)\n", dropped, until > "/dev/stderr"
+}
+'
+HISTORY_SH='f=$1 until=$2 prog=$3 tmp=$4
+sadf -j "$f" -- -u -P ALL -r -B -q -w -W -S -d -n DEV,EDEV >"$tmp" 2>/dev/null ||
+    sadf -j "$f" -- -A >"$tmp" || { rc=$?; rm -f "$tmp"; exit "$rc"; }
+awk -v until="$until" "$prog" "$tmp"
+rc=$?
+rm -f "$tmp"
+exit "$rc"'
+
+# import_history UNTIL_ISO: convert the daily sa files modified in the last
+# HISTORY_HOURS hours into history/<file>.out (data before UNTIL only)
+import_history() {
+    _until=$1
+    meta history_hours n "$HISTORY_HOURS"
+    meta history_until s "$_until"
+    meta_list history_files
+    if [ "$HISTORY_HOURS" = 0 ]; then
+        reg_off history history sadf skipped "--history-hours 0" ""
+        return 0
+    fi
+    if ! have_cmd sadf; then
+        reg_off history history sadf missing "command not found: sadf (sysstat)" ""
+        return 0
+    fi
+    : >.state/history.list
+    _seen=
+    for _d in $SA_DIRS; do
+        [ -d "$_d" ] || continue
+        _real=$(cd "$_d" 2>/dev/null && pwd -P) || continue
+        case " $_seen " in *" $_real "*) continue ;; esac
+        _seen="$_seen $_real"
+        # -mmin is GNU and busybox; POSIX -mtime (whole days) otherwise
+        find "$_real/." ! -name . -prune -type f \( -name 'sa[0-9][0-9]' -o -name 'sa[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]' \) \
+            -mmin "-$((HISTORY_HOURS * 60))" >>.state/history.list 2>/dev/null ||
+            find "$_real/." ! -name . -prune -type f \( -name 'sa[0-9][0-9]' -o -name 'sa[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]' \) \
+                -mtime "-$(((HISTORY_HOURS + 23) / 24))" >>.state/history.list 2>/dev/null
+    done
+    if [ ! -s .state/history.list ]; then
+        reg_off history history sadf skipped "no sysstat daily file (sa*) written in the last $HISTORY_HOURS h in $SA_DIRS" ""
+        return 0
+    fi
+    mkdir -p history
+    set --
+    _u=$(printf '%s' "$_until" | tr 'TZ' '  ')
+    _u=${_u% }
+    while IFS= read -r _f; do
+        _b=${_f##*/}
+        _stem=history/$_b
+        [ -e "$_stem.out" ] && continue
+        say "converting sysstat history $_f (sadf -j, records before $_until)"
+        SNAP_CMD="sadf -j $_f -- -u -P ALL -r -B -q -w -W -S -d -n DEV,EDEV (else -A) | records before $_until"
+        spawn 120 "$_stem.out" "$_stem.err" "$_stem.status" sh -c "$HISTORY_SH" sh "$_f" "$_u" "$HISTORY_AWK" ".state/$_b.json"
+        ONESHOT_PID=$SPAWN_PID
+        _reason=
+        if await_status "$_stem.status" 125; then
+            read -r _l <"$_stem.status" || _l=rc=1
+            _rc=${_l#rc=}
+            wait "$ONESHOT_PID" 2>/dev/null
+            case $_rc in 0) _state=ok ;; 124 | 137) _state=timeout _reason="no answer within 120 s" ;; *) _state=failed ;; esac
+        else
+            _rc='' _state=timeout _reason="did not exit after kill; abandoned"
+        fi
+        ONESHOT_PID=
+        reg "history.$_b" history sadf "$_stem.out" "$_stem.err" "$_stem.status" "$_state" "$_rc" "$_reason" empty_ok "$SNAP_CMD"
+        SNAP_CMD=
+        [ "$_state" = ok ] && set -- "$@" "$_stem.out"
+    done <.state/history.list
+    meta_list history_files "$@"
+}
+
 # ---------------------------------------------------------------- limits
 check_limits() {
     _used=$(du -sk . 2>/dev/null) || _used=0
@@ -1438,7 +1675,12 @@ on_signal() {
     trap '' INT TERM HUP
     INTERRUPTED=1
     case $1 in INT) _code=130 ;; HUP) _code=129 ;; *) _code=143 ;; esac
-    say "caught SIG$1: stopping the collectors and writing the bundle (kill -9 to abort)"
+    [ -n "$RING_MIN" ] && _code=0
+    if [ -n "$RING_MIN" ]; then
+        say "caught SIG$1: stopping the flight recorder"
+    else
+        say "caught SIG$1: stopping the collectors and writing the bundle (kill -9 to abort)"
+    fi
     [ -n "$NAP_PID" ] && kill -TERM "$NAP_PID" 2>/dev/null
     if [ -n "$ONESHOT_PID" ]; then
         kill -TERM "$ONESHOT_PID" 2>/dev/null
@@ -1464,6 +1706,16 @@ finish() {
     FINISHING=1
     [ -n "$WORK" ] || return 0
     cd "$WORK" || return 0
+    if [ -n "$RING_MIN" ]; then
+        stop_series
+        clock_snapshot end
+        meta stop_reason s "$STOP_REASON"
+        write_manifest 1
+        rm -f recorder.pid .state/*.fifo
+        say "flight recorder stopped ($STOP_REASON) after $DUMPS bundle(s); the ring is left in $WORK"
+        FINISHED=1
+        return 0
+    fi
     if [ "$STOP_REASON" = duration ]; then
         take_snapshots end
     fi
@@ -1495,9 +1747,478 @@ make_tarball() {
         return 0
     fi
     _kb=$(du -k "$NAME.tgz" 2>/dev/null)
-    say "bundle: $OUT_ABS/$NAME.tgz (${_kb%%[!0-9]*} KiB); directory kept: $OUT_ABS/$NAME"
+    if [ -n "$KEEP_DIR" ]; then
+        say "bundle: $OUT_ABS/$NAME.tgz (${_kb%%[!0-9]*} KiB); directory kept: $OUT_ABS/$NAME"
+    else
+        say "bundle: $OUT_ABS/$NAME.tgz (${_kb%%[!0-9]*} KiB)"
+    fi
     say "next: analyze $NAME.tgz   (copy it off the host first)"
     printf '%s\n' "$OUT_ABS/$NAME.tgz"
+}
+
+# ---------------------------------------------------------------- flight recorder (--ring)
+# Every collector's output is cut into time slots: series/<name>.<slot> holds what it
+# printed while epoch / RING_SLOT_S was <slot>; the lines before its first record (banner,
+# column headers) are kept apart in series/<name>.head. Slots older than RING_KEEP are
+# deleted by the writers themselves, so disk use stays bounded even if this script dies.
+# A dump (SIGUSR1, --dump, a trigger) assembles head + the kept slots of each collector
+# into a normal bundle next to the recorder directory. Formula: docs/capture.md.
+
+# rotator for one collector stream (sysstat, dmesg, nvidia-smi dmon, bpftrace); also
+# evaluates the dmesg and gpu triggers. Modes: blank (sysstat text: records end with a
+# blank line), vm (vmstat), dmon (nvidia-smi dmon), bt (bpftrace), any (dmesg).
+RING_AWK='
+function now(   t) { srand(); t = srand(); return t }
+function roll(s,    k) {
+    if (out != "") close(out)
+    cur = s; out = "series/" name "." s; bytes = 0; want = 0
+    made[s] = 1
+    for (k in made) if (k + 0 < s - keep) { system("rm -f series/" name "." k); delete made[k] }
+    segmax = cap(); rechecked = 0
+    for (k in DR) if (k + 0 < s - keep) { delete DR[k]; dirty = 1 }
+    save_drops()
+    if (system("kill -0 " main " 2>/dev/null") != 0) exit 0
+}
+# lines dropped per kept slot: .state/<name>.dropped, "slot count" lines
+function save_drops(   k) {
+    if (!dirty) return
+    printf "" > dropf
+    for (k in DR) print k, DR[k] > dropf
+    close(dropf); dirty = 0; lastsave = now()
+}
+function cap(   v, c) { c = 0; if ((getline v < capf) > 0 && v + 0 > 0) c = v + 0; close(capf); return c }
+function fire(tn, value) {
+    print now() "\t" tn "\t" value >> fired
+    close(fired)
+    system("kill -USR1 " main " 2>/dev/null")
+}
+function cmp(v, op, x) { return (op == ">") ? v > x : (op == "<") ? v < x : (op == ">=") ? v >= x : v <= x }
+function gpu_header(   i, n, f) {
+    n = split(substr($0, 2), f, " ")
+    for (i = 1; i <= n; i++) COL[f[i]] = i
+}
+function gpu_check(t,    i, c, g, v, key) {
+    if (!("gpu" in COL)) return
+    g = $(COL["gpu"])
+    for (i = 1; i <= ntr; i++) {
+        c = TM[i]; if (c == "util") c = "sm"
+        if (!(c in COL)) continue
+        v = $(COL[c]); key = i SUBSEP g
+        if (v !~ /^[0-9.]+$/) continue
+        if (cmp(v + 0, TO[i], TV[i] + 0)) {
+            if (!(key in SINCE)) SINCE[key] = t
+            if (!(key in DONE) && t - SINCE[key] >= TF[i]) { DONE[key] = 1; fire(TN[i], "gpu " g " " c "=" v) }
+        } else { delete SINCE[key]; delete DONE[key] }
+    }
+}
+BEGIN {
+    headf = "series/" name ".head"; capf = ".state/cap." name; dropf = ".state/" name ".dropped"
+    head = (mode != "any"); segmax = 0; ntr = 0
+    while ((getline l < trigs) > 0) {
+        split(l, a, "\t")
+        if ((mode == "any" && a[1] == "dmesg") || (mode == "dmon" && a[1] == "gpu")) {
+            ntr++; TK[ntr] = a[1]; TN[ntr] = a[2]; TM[ntr] = a[3]; TO[ntr] = a[4]; TV[ntr] = a[5]; TF[ntr] = a[6] + 0
+        }
+    }
+    close(trigs)
+    if (head) printf "" > headf
+}
+mode == "dmon" && /^#/ && $0 !~ /^# *Idx|^#YYYY/ { gpu_header() }
+head {
+    if (mode == "blank") { print > headf; if ($0 == "") { head = 0; close(headf) }; next }
+    if (mode == "vm") { print > headf; if ($1 ~ /^[0-9]+$/) { head = 0; close(headf) }; next }
+    if (mode == "dmon" && /^#/) { print > headf; next }
+    if (mode == "bt" && $0 !~ /^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T/) { print > headf; next }
+    head = 0; close(headf)
+}
+{
+    t = now(); s = int(t / p)
+    if (out == "") roll(s)
+    else if (s != cur) {
+        if (!want) want = t
+        if (mode == "any" || mode == "vm" || mode == "dmon" || t - want > 2 * p) roll(s)
+        else if (mode == "blank" && last == "") roll(s)
+        else if (mode == "bt" && $0 ~ /^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T/) roll(s)
+    }
+    if (segmax > 0 && bytes + length($0) + 1 > segmax && !rechecked) { segmax = cap(); rechecked = 1 }
+    if (segmax > 0 && bytes + length($0) + 1 > segmax) { DR[cur]++; dirty = 1; if (t - lastsave >= 1) save_drops() }
+    else { print > out; fflush(out); bytes += length($0) + 1 }
+    last = $0
+    for (i = 1; i <= ntr; i++) if (TK[i] == "dmesg" && index($0, TM[i])) fire(TN[i], substr($0, 1, 200))
+    if (mode == "dmon" && ntr && $0 !~ /^#/) gpu_check(t)
+}
+END { save_drops() }
+'
+RING_SH='name=$1 mode=$2 prog=$3
+shift 3
+fifo=.state/$name.fifo
+rm -f "$fifo"
+mkfifo "$fifo" || exit 1
+i=
+[ -n "$RING_AWK_I" ] && i="-W interactive" # mawk reads pipes in blocks without it
+awk $i -v name="$name" -v mode="$mode" -v p="$RING_SLOT_S" -v keep="$RING_KEEP" -v main="$RING_MAIN" \
+    -v trigs=.state/triggers -v fired=.state/fired "$prog" <"$fifo" &
+rot=$!
+"$@" >"$fifo" &
+tool=$!
+trap '\''kill "$tool" "$rot" 2>/dev/null'\'' TERM INT HUP
+wait "$tool"
+rc=$?
+kill -0 "$tool" 2>/dev/null && { wait "$tool"; rc=$?; }
+wait "$rot"
+rm -f "$fifo"
+exit "$rc"'
+
+# trigger specs -> .state/triggers: kind, spec, what, op, value, for_s (TAB-separated)
+TRIGGER_AWK='
+function bad(why) { printf "bad --trigger %s: %s\n", spec, why > "/dev/stderr"; err = 1 }
+$0 == "" { next }
+{
+    spec = $0; rest = $0; fr = 0
+    if (index(spec, "\t")) { bad("no tabs, please"); next }
+    if (match(rest, /:for=[0-9]+$/)) { fr = substr(rest, RSTART + 5) + 0; rest = substr(rest, 1, RSTART - 1) }
+    kind = rest; sub(/:.*/, "", kind); rest = substr(rest, length(kind) + 2)
+    if (kind == "dmesg") {
+        if (rest == "") { bad("dmesg:TEXT needs a text"); next }
+        printf "dmesg\t%s\t%s\t\t\t0\n", spec, rest; next
+    }
+    if (!match(rest, /(>=|<=|>|<)-?[0-9]+(\.[0-9]+)?$/)) { bad("needs a comparison such as >20 or <10"); next }
+    what = substr(rest, 1, RSTART - 1); cond = substr(rest, RSTART)
+    op = cond; sub(/[-0-9.]+$/, "", op); val = substr(cond, length(op) + 1)
+    if (kind == "psi") {
+        n = split(what, f, ":")
+        if (n != 3 || f[1] !~ /^(cpu|memory|io|irq)$/ || f[2] !~ /^(some|full)$/ || f[3] !~ /^(avg10|avg60|avg300)$/) {
+            bad("psi:RESOURCE:some|full:avg10|avg60|avg300 (resource cpu, memory, io, irq)"); next
+        }
+    } else if (kind == "gpu") {
+        if (what !~ /^[a-z][a-z0-9]*$/) { bad("gpu:METRIC, METRIC one of util, mem, pwr, gtemp, mtemp, ... (nvidia-smi dmon columns)"); next }
+    } else { bad("kinds are psi, dmesg and gpu"); next }
+    printf "%s\t%s\t%s\t%s\t%s\t%d\n", kind, spec, what, op, val, fr
+}
+END { exit err }
+'
+# epoch -> "YYYY-MM-DDTHH:MM:SSZ"; with -v hms=HH:MM:SS: the UTC date of a row stamped
+# hms and read at epoch e (the row can be from just before midnight)
+EPOCH_AWK='
+function civil(days,    z, era, doe, yoe, y, doy, mp, d, m) {
+    z = days + 719468; era = int((z >= 0 ? z : z - 146096) / 146097); doe = z - era * 146097
+    yoe = int((doe - int(doe / 1460) + int(doe / 36524) - int(doe / 146096)) / 365)
+    y = yoe + era * 400; doy = doe - (365 * yoe + int(yoe / 4) - int(yoe / 100))
+    mp = int((5 * doy + 2) / 153); d = doy - int((153 * mp + 2) / 5) + 1; m = mp < 10 ? mp + 3 : mp - 9
+    return sprintf("%04d-%02d-%02d", y + (m <= 2), m, d)
+}
+BEGIN {
+    e = int(e); days = int(e / 86400); sod = e - days * 86400
+    if (hms != "") {
+        split(hms, h, ":"); r = h[1] * 3600 + h[2] * 60 + h[3]
+        if (r < sod - 43200) days++
+        else if (r > sod + 43200) days--
+        print civil(days)
+    } else printf "%sT%02d:%02d:%02dZ\n", civil(days), int(sod / 3600), int(sod % 3600 / 60), sod % 60
+}
+'
+
+ring_mode_of() {
+    case $1 in
+    vmstat) RING_MODE=vm ;;
+    mpstat | mpstat_irq | sar | pidstat) RING_MODE=blank ;;
+    iostat | bpf_*) RING_MODE=bt ;;
+    nvidia_dmon) RING_MODE=dmon ;;
+    *) RING_MODE=any ;;
+    esac
+}
+
+# collector weights for the per-slot caps: busy outputs get a bigger share
+ring_weight() {
+    case $1 in
+    mpstat) RING_W=$((1 + ${CPUS:-1} / 8)) ;;
+    mpstat_irq) RING_W=$((1 + ${CPUS:-1} / 4)) ;;
+    cgroup) RING_W=$((1 + ${CG_COUNT:-0})) ;;
+    sar | meminfo | proc_vmstat) RING_W=2 ;;
+    *) RING_W=1 ;;
+    esac
+    is_uint "$RING_W" || RING_W=1
+}
+
+# the per-slot cap of each collector (.state/cap.<name>): half of --max-mb for the ring
+# (the other half is for assembling a dump), less what snapshots and logs use, shared
+# by weight among the collectors and the RING_KEEP + 2 slots each can have on disk
+ring_budget() {
+    _names=$1 _used_kb=$2
+    _avail_kb=$((MAX_MB * 512 - _used_kb - 512))
+    _wsum=0
+    for _x in $_names; do
+        ring_weight "$_x"
+        _wsum=$((_wsum + RING_W))
+    done
+    [ "$_wsum" -gt 0 ] || _wsum=1
+    SEG_MAX=$((_avail_kb * 1024 / (_wsum * (RING_KEEP + 2))))
+    [ "$SEG_MAX" -ge 2048 ] || return 1
+    for _x in $_names; do
+        ring_weight "$_x"
+        printf '%s\n' "$((SEG_MAX * RING_W))" >".state/cap.$_x"
+    done
+}
+
+ring_setup() {
+    RING_S=$((RING_MIN * 60))
+    RING_KEEP=4
+    RING_SLOT_S=$(((RING_S + RING_KEEP - 1) / RING_KEEP))
+    [ "$RING_SLOT_S" -ge "$INTERVAL" ] || RING_SLOT_S=$INTERVAL
+    RING_MAIN=$$
+    RING_AWK_I=$AWK_INTERACTIVE
+    export RING_SLOT_S RING_KEEP RING_MAIN RING_AWK_I
+    [ -n "$COOLDOWN" ] || COOLDOWN=$RING_S
+    : >.state/fired
+    printf '%s\n' "$$" >recorder.pid
+    if [ -n "$TRIGGERS" ]; then
+        printf '%s' "$TRIGGERS" | awk "$TRIGGER_AWK" >.state/triggers || die "no recorder started"
+    else
+        : >.state/triggers
+    fi
+    # a first estimate (every collector, 1 MiB of snapshots); corrected once they run
+    ring_budget "$RING_ALL" 1024 || die "--max-mb $MAX_MB is too small for a flight recorder"
+    meta ring_minutes n "$RING_MIN"
+    meta ring_segment_s n "$RING_SLOT_S"
+    meta ring_segments_kept n "$((RING_KEEP + 1))"
+    meta ring_slot_unit_bytes n "$SEG_MAX"
+    meta ring_cooldown_s n "$COOLDOWN"
+    meta ring_max_dumps n "$MAX_DUMPS"
+    meta recorder_start_utc s "$START_UTC"
+    set --
+    while IFS="$TAB" read -r _ _spec _; do set -- "$@" "$_spec"; done <.state/triggers
+    meta_list ring_triggers "$@"
+    say "flight recorder: keeping the last $RING_MIN min in $((RING_KEEP + 1)) slots of $RING_SLOT_S s; dumps go to $OUT_ABS"
+}
+
+ring_resize() {
+    _names=
+    for _e in $SERIES_PIDS; do
+        _rest=${_e#*:}
+        _names="$_names ${_rest%%:*}"
+    done
+    _used=$(du -sk . 2>/dev/null) || _used=0
+    _used=${_used%%[!0-9]*}
+    if ! ring_budget "$_names" "${_used:-0}"; then
+        STOP_REASON=max_mb
+        err "--max-mb $MAX_MB leaves no room for the ring: snapshots and logs already use ${_used} KiB"
+        return 1
+    fi
+    meta ring_slot_unit_bytes n "$SEG_MAX"
+    say "flight recorder: at most $SEG_MAX bytes per slot and weight unit (docs/capture.md)"
+    return 0
+}
+
+# trim collector stderr files (append mode) so that a chatty tool cannot fill the disk
+ring_trim_logs() {
+    find series .state -name '*.err' -size +256 2>/dev/null | while IFS= read -r _f; do
+        tail -c 65536 "$_f" >"$_f.t" 2>/dev/null && cat "$_f.t" >"$_f"
+        rm -f "$_f.t"
+    done
+    if [ -f "$LOG" ] && [ -n "$(find "$LOG" -size +2048 2>/dev/null)" ]; then
+        tail -n 2000 "$LOG" >"$LOG.t" && cat "$LOG.t" >"$LOG"
+        rm -f "$LOG.t"
+    fi
+}
+
+ring_loop() {
+    uptime_now
+    _end=$((START_UP + RING_LIFETIME))
+    _last_manifest=$UP _last_check=$UP
+    ring_resize || return 0
+    write_manifest 0
+    while :; do
+        uptime_now
+        [ "$UP" -lt "$_end" ] || break
+        nap 5
+        ring_dumps
+        uptime_now
+        if [ $((UP - _last_check)) -ge 30 ]; then
+            ring_trim_logs
+            check_limits || return 0
+            _last_check=$UP
+        fi
+        if [ $((UP - _last_manifest)) -ge 60 ]; then
+            write_manifest 0
+            _last_manifest=$UP
+        fi
+    done
+    STOP_REASON=ring_lifetime
+}
+
+# handle what arrived: --dump requests, trigger firings, a plain SIGUSR1
+ring_dumps() {
+    _sig=$USR1_PENDING
+    USR1_PENDING=
+    for _r in .state/dump.req.*; do
+        [ -e "$_r" ] || continue
+        _id=${_r##*.}
+        rm -f "$_r"
+        _sig=
+        if ring_cut request --dump "$(date +%s)" ""; then _res=$CUT_PATH; else _res="error: $CUT_ERROR"; fi
+        printf '%s\n' "$_res" >".state/dump.done.$_id.t" && mv -f ".state/dump.done.$_id.t" ".state/dump.done.$_id"
+    done
+    _total=$(wc -l <.state/fired | tr -d ' ')
+    if [ "$_total" -gt "$FIRED_SEEN" ]; then
+        _sig=
+        tail -n "+$((FIRED_SEEN + 1))" .state/fired | head -n "$((_total - FIRED_SEEN))" >.state/fired.new
+        FIRED_SEEN=$_total
+        while IFS="$TAB" read -r _t _tn _val; do
+            _now=$(date +%s)
+            if [ -n "$LAST_TRIGGER_DUMP" ] && [ $((_now - LAST_TRIGGER_DUMP)) -lt "$COOLDOWN" ]; then
+                SUPPRESSED=$((SUPPRESSED + 1))
+                say "trigger $_tn fired ($_val): ignored, cool-down ($COOLDOWN s) since the last triggered bundle"
+            elif [ "$TRIGGER_DUMPS" -ge "$MAX_DUMPS" ]; then
+                SUPPRESSED=$((SUPPRESSED + 1))
+                say "trigger $_tn fired ($_val): ignored, --max-dumps $MAX_DUMPS reached"
+            else
+                say "trigger $_tn fired ($_val): cutting a bundle"
+                LAST_TRIGGER_DUMP=$_now
+                TRIGGER_DUMPS=$((TRIGGER_DUMPS + 1))
+                ring_cut trigger "$_tn" "$_t" "$_val" </dev/null || true
+            fi
+        done <.state/fired.new
+        rm -f .state/fired.new
+    fi
+    if [ -n "$_sig" ]; then
+        say "SIGUSR1: cutting a bundle"
+        ring_cut signal SIGUSR1 "$(date +%s)" "" || true
+    fi
+}
+
+# ring_cut SOURCE NAME EPOCH VALUE: assemble the kept slots into a bundle, pack it
+ring_cut() {
+    _src=$1 _tname=$2 _tepoch=$3 _tval=$4
+    CUT_PATH='' CUT_ERROR=''
+    _now=$(date +%s)
+    _slot=$((_now / RING_SLOT_S))
+    _from=$(((_slot - RING_KEEP) * RING_SLOT_S))
+    _st=$(awk -v e="$START_EPOCH" 'BEGIN { print int(e) }')
+    [ "$_from" -ge "$_st" ] || _from=$_st
+    _used=$(du -sk series 2>/dev/null) || _used=0
+    if free_kb && [ "$FREE_KB" -lt $((MIN_FREE_MB * 1024 + ${_used%%[!0-9]*} * 2)) ]; then
+        CUT_ERROR="only $((FREE_KB / 1024)) MiB free on the output filesystem (floor --min-free-mb $MIN_FREE_MB)"
+        say "not cutting a bundle: $CUT_ERROR"
+        return 1
+    fi
+    _stamps=$(date -u '+%Y%m%dT%H%M%SZ')
+    _dname=hindsight-$HOST_TAG-$_stamps
+    _n=1
+    while [ -e "$OUT_ABS/$_dname" ] || [ -e "$OUT_ABS/$_dname.tgz" ]; do
+        _n=$((_n + 1))
+        _dname=hindsight-$HOST_TAG-$_stamps-$_n
+    done
+    _stage=$OUT_ABS/$_dname
+    if ! mkdir "$_stage" "$_stage/series" "$_stage/snap" "$_stage/.state"; then
+        CUT_ERROR="cannot create $_stage"
+        rm -rf "$_stage"
+        return 1
+    fi
+    say "cutting $_dname ($_src: $_tname), data from $(awk -v e="$_from" "$EPOCH_AWK")"
+    for _e in $SERIES_PIDS; do
+        _rest=${_e#*:}
+        ring_assemble "${_rest%%:*}" "$_stage" "$((_from / RING_SLOT_S))"
+    done
+    cp -p snap/*.start.* "$_stage/snap/" 2>/dev/null
+    [ -d snap/pstore ] && cp -Rp snap/pstore "$_stage/snap/" 2>/dev/null
+    tail -n 2000 "$LOG" >"$_stage/capture.log" 2>/dev/null
+    cp -p .state/meta .state/reg .state/*.list .state/*.dropped "$_stage/.state/" 2>/dev/null
+    CUT_PATH=$(
+        cd "$_stage" || exit 1
+        WORK=$_stage LOG=$_stage/capture.log NAME=$_dname KEEP_DIR='' DUMPING=1 FIRST_SLOT=$((_from / RING_SLOT_S))
+        meta start_utc s "$(awk -v e="$_from" "$EPOCH_AWK")"
+        meta start_epoch_s n "$_from"
+        meta start_uptime_s n "$(awk -v e="$_from" -v b="$BOOT_EPOCH" 'BEGIN { printf "%.2f", e - b }')"
+        meta duration_s n "$((_now - _from))"
+        meta trigger_source s "$_src"
+        meta trigger_name s "$_tname"
+        meta trigger_utc s "$(awk -v e="$_tepoch" "$EPOCH_AWK")"
+        meta trigger_epoch_s n "$_tepoch"
+        if [ -n "$_tval" ]; then meta trigger_value s "$_tval"; else meta trigger_value z ""; fi
+        meta ring_dumps n "$((DUMPS + 1))"
+        meta ring_suppressed n "$SUPPRESSED"
+        take_snapshots end
+        import_history "$(awk -v e="$_from" "$EPOCH_AWK")"
+        clock_snapshot end
+        meta stop_reason s dump
+        write_manifest 1
+        rm -rf .state
+        make_tarball
+    )
+    rm -rf "$_stage"
+    case $CUT_PATH in
+    *.tgz)
+        DUMPS=$((DUMPS + 1))
+        printf '%s\n' "$CUT_PATH"
+        return 0
+        ;;
+    esac
+    CUT_ERROR="could not write the bundle (see capture.log)"
+    rm -f "$OUT_ABS/$_dname.tgz.part"
+    return 1
+}
+
+# ring_assemble NAME STAGE FIRST_SLOT: head (banner date set to the first kept row's
+# day) + the kept slots, in order, into STAGE/series/NAME.out
+ring_assemble() {
+    _an=$1 _as=$2 _af=$3
+    _o=$_as/series/$_an.out
+    set --
+    for _f in series/"$_an".[0-9]*; do
+        [ -e "$_f" ] || continue
+        [ "${_f##*.}" -ge "$_af" ] && set -- "$@" "$_f"
+    done
+    : >"$_o"
+    if [ -s "series/$_an.head" ]; then
+        ring_mode_of "$_an"
+        if [ "$RING_MODE" = blank ] && [ $# -gt 0 ]; then
+            _hms=$(awk '/^[0-9][0-9]:[0-9][0-9]:[0-9][0-9]/ { print substr($0, 1, 8); exit }' "$@")
+            _day=$(awk -v e="$((${1##*.} * RING_SLOT_S))" -v hms="${_hms:-00:00:00}" "$EPOCH_AWK")
+            sed "1s/[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]/$_day/" "series/$_an.head" >>"$_o"
+        else
+            cat "series/$_an.head" >>"$_o"
+        fi
+    fi
+    [ $# -gt 0 ] && cat "$@" >>"$_o"
+    cp -p "series/$_an.err" "$_as/series/" 2>/dev/null
+    [ -e "series/$_an.status" ] && cp -p "series/$_an.status" "$_as/series/"
+    return 0
+}
+
+# --dump: ask the running recorder under OUT_DIR for a bundle, print its path
+dump_client() {
+    _pid=''
+    for _d in "$OUT_PARENT"/hindsight-recorder-*; do
+        [ -f "$_d/recorder.pid" ] || continue
+        read -r _p <"$_d/recorder.pid" || continue
+        if is_uint "$_p" && kill -0 "$_p" 2>/dev/null; then
+            _pid=$_p _dir=$_d
+            break
+        fi
+    done
+    [ -n "$_pid" ] || die "no running flight recorder under $OUT_PARENT (give the recorder's -o DIR)"
+    _id=$$
+    : >"$_dir/.state/dump.req.$_id" || die "cannot write in $_dir/.state (run as the recorder's user)"
+    kill -USR1 "$_pid" || die "cannot signal the recorder (pid $_pid)"
+    say "asked the flight recorder (pid $_pid) for a bundle; waiting"
+    _t=0
+    while [ ! -e "$_dir/.state/dump.done.$_id" ]; do
+        [ "$_t" -lt 600 ] || die "no answer from the recorder within 300 s"
+        sleep 0.5 2>/dev/null || sleep 1
+        _t=$((_t + 1))
+    done
+    read -r _res <"$_dir/.state/dump.done.$_id"
+    rm -f "$_dir/.state/dump.done.$_id"
+    case $_res in
+    error:*) die "the recorder could not cut a bundle: ${_res#error: }" ;;
+    esac
+    printf '%s\n' "$_res"
+}
+
+on_usr1() {
+    USR1_PENDING=1
+    [ -n "$NAP_PID" ] && kill -TERM "$NAP_PID" 2>/dev/null
+    return 0
 }
 
 # ---------------------------------------------------------------- main loop
@@ -1524,10 +2245,24 @@ run_loop() {
 
 main() {
     DURATION=60 INTERVAL=1 OUT_PARENT=. PIDS='' CGROUP_SPECS=''
-    NO_BPF=false NO_GPU=false SAFE_MODE=false MAX_MB=500 MIN_FREE_MB=100
+    NO_BPF=false NO_GPU=false SAFE_MODE=false MAX_MB=500 MIN_FREE_MB=100 HISTORY_HOURS=6
+    SA_DIRS=${HINDSIGHT_SA_DIRS:-/var/log/sysstat /var/log/sa}
     WORK='' LOG='' SAMPLERS='' SPAWN_EXTRA_ST='' SNAP_CMD='' NAP_PID='' ONESHOT_PID='' SPAWN_PID='' SERIES_PIDS='' _cmd_override=''
+    RING_MIN='' TRIGGERS='' COOLDOWN='' MAX_DUMPS=20 DUMP_CLIENT='' USR1_PENDING='' FIRED_SEEN=0 DUMPS=0 TRIGGER_DUMPS=0
+    SUPPRESSED=0 LAST_TRIGGER_DUMP='' KEEP_DIR=1 DUMPING=0 BOOT_EPOCH=0 START_EPOCH=0 HOST_TAG=unknown
+    RING_LIFETIME=${HINDSIGHT_RING_LIFETIME:-604800}
+    RING_ALL="vmstat iostat mpstat mpstat_irq sar pidstat psi cgroup meminfo proc_vmstat infiniband dmesg nvidia_dmon bpf_runqlat bpf_biolat"
+    is_uint "$RING_LIFETIME" || RING_LIFETIME=604800
     INTERRUPTED=0 STOPPED=0 PIDS_AUTO=false STOP_REASON='' FINISHING='' FINISHED='' GPU_OK='' GPU_HUNG='' DMESG_ISO='' _restrict=0
     parse_args "$@"
+    if [ -n "$TRIGGERS" ]; then
+        [ -n "$RING_MIN" ] || die "--trigger needs --ring MINUTES"
+        printf '%s' "$TRIGGERS" | awk "$TRIGGER_AWK" >/dev/null || die "no recorder started"
+    fi
+    if [ -n "$DUMP_CLIENT" ]; then
+        dump_client
+        return 0
+    fi
 
     ORIG_TZ=${TZ:-}
     LC_ALL=C TZ=UTC0 S_TIME_FORMAT=ISO S_COLORS=never
@@ -1549,7 +2284,16 @@ main() {
     trap 'on_signal TERM' TERM
     trap 'on_signal HUP' HUP
     trap 'on_exit' EXIT
-    say "hindsight-capture $CAPTURE_VERSION: ${DURATION} s every ${INTERVAL} s into $WORK"
+    if [ -n "$RING_MIN" ]; then
+        trap 'on_usr1' USR1
+    else
+        trap 'say "SIGUSR1 ignored: this is not a flight recorder (--ring)"' USR1
+    fi
+    if [ -n "$RING_MIN" ]; then
+        say "hindsight-capture $CAPTURE_VERSION: flight recorder, last $RING_MIN min every ${INTERVAL} s, in $WORK"
+    else
+        say "hindsight-capture $CAPTURE_VERSION: ${DURATION} s every ${INTERVAL} s into $WORK"
+    fi
     [ "$IS_ROOT" = true ] || say "not root: dmesg, bpftrace, pstore and other users' details may be skipped"
     PS_PROCPS=
     if ps -eo pid --sort=-pcpu >/dev/null 2>&1; then PS_PROCPS=1; fi
@@ -1577,6 +2321,7 @@ main() {
     meta_list args "$@"
     : >.state/reg
     clock_snapshot start
+    [ -n "$RING_MIN" ] && ring_setup
     write_manifest 0
 
     if free_kb && [ "$FREE_KB" -lt $((MIN_FREE_MB * 1024)) ]; then
@@ -1590,8 +2335,15 @@ main() {
     cgroup_lists
     start_series
     start_gpu
+    [ -n "$RING_MIN" ] && ring_resize
     write_manifest 0
     take_snapshots start
+    if [ -n "$RING_MIN" ]; then
+        ring_loop
+        finish
+        return 0
+    fi
+    import_history "${HINDSIGHT_HISTORY_UNTIL:-$START_UTC}"
     write_manifest 0
     run_loop
     say "capture window over; taking end snapshots"

@@ -146,7 +146,7 @@ def check_manifest(m: dict, bdir: Path | None = None) -> dict[str, dict]:
     by_name: dict[str, dict] = {}
     for c in m["collectors"]:
         assert set(c) == COLLECTOR_KEYS, c
-        assert c["kind"] in {"series", "snapshot"}
+        assert c["kind"] in {"series", "snapshot", "history"}
         allowed = STATUSES | ({"running"} if not m["complete"] else set())
         assert c["status"] in allowed, c
         if c["status"] != "ok" and c["status"] != "running":
