@@ -1,0 +1,224 @@
+"""The fleet overview page: hosts ranked by divergence, heat strips, links to host findings.
+
+``render_fleet_html(result, path)`` writes one self-contained HTML file (the vendored
+plotly.js, ``report.css`` and ``report.js`` inlined, as in the single-host report; chart
+data in one escaped JSON block). ``heat_strips(con, hosts, outliers, metrics, span)``
+reads the fleet dataset's ``signals`` view and returns, per metric, a host × time-bucket
+matrix (≤ `MAX_BUCKETS` columns; the worst value of each bucket: the minimum where lower is
+worse, else the maximum, so a dip or spike survives) plus an ``outliers`` strip counting
+the metrics diverging in each bucket. Buckets without samples stay empty (null).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from functools import cache
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import jinja2
+from markupsafe import Markup
+
+from reports.charts import layout
+from reports.html import PLOTLY_JS, pack, plotly_version, script_json, static_text
+
+MAX_BUCKETS = 600
+ROW_PX = 16
+
+
+@cache
+def template_env() -> jinja2.Environment:
+    """The autoescaping environment for the multi-bundle pages (fleet, diff)."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("reports", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = num
+    env.filters["utc"] = utc
+    return env
+
+
+def num(value: Any, digits: int = 1) -> str:
+    """A number for a table cell ('' for None/NaN)."""
+    if value is None or isinstance(value, bool):
+        return "" if value is None else str(value)
+    if isinstance(value, float):
+        return "" if not math.isfinite(value) else f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def utc(value: Any, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime(fmt)
+    return "" if value is None else str(value)
+
+
+def page_assets() -> dict[str, Any]:
+    """The inlined static files every page carries."""
+    return {
+        "plotly_js": Markup(static_text(PLOTLY_JS)),
+        "plotly_version": plotly_version(),
+        "report_css": Markup(static_text("static/report.css")),
+        "report_js": Markup(static_text("static/report.js")),
+    }
+
+
+def heat_strips(
+    con: duckdb.DuckDBPyConnection,
+    hosts: list[str],
+    outliers: list[Any],
+    metrics: list[dict[str, Any]],
+    span: tuple[datetime, datetime] | None,
+) -> dict[str, Any]:
+    """Host × bucket matrices for the overview (see module docstring)."""
+    from analyzer.fleet_detect import BY_NAME
+
+    if span is None or not hosts:
+        return {}
+    t0 = span[0].timestamp()
+    total_s = max(1.0, span[1].timestamp() - t0 + 1)
+    step = max(1, math.ceil(total_s / MAX_BUCKETS))
+    n = max(1, math.ceil(total_s / step))
+    row = {h: i for i, h in enumerate(hosts)}
+    x = [int((t0 + k * step) * 1000) for k in range(n)]
+    strips: list[dict[str, Any]] = []
+    diverged = {o.metric for o in outliers}
+    have = {m["metric"] for m in metrics if m["hosts"] > 0}
+    quiet = []
+    for name in (m["metric"] for m in metrics):
+        if name not in have:
+            continue
+        if name != "gpu_util" and name not in diverged:
+            quiet.append(BY_NAME[name].label)
+            continue
+        m = BY_NAME[name]
+        agg = "min" if m.direction < 0 else "max"
+        cond = " OR ".join(f"{c} IS NOT NULL" for c in m.needs)
+        rows = con.sql(
+            f"SELECT host, CAST(floor((epoch(ts) - {t0}) / {step}) AS BIGINT) AS k, "
+            f"{agg}(CAST({m.expr} AS DOUBLE)) FROM signals WHERE ts IS NOT NULL AND ({cond}) "
+            "GROUP BY 1, 2"
+        ).fetchall()
+        z: list[list[float | None]] = [[None] * n for _ in hosts]
+        for host, k, v in rows:
+            if host in row and 0 <= k < n and v is not None and math.isfinite(v):
+                z[row[host]][k] = round(v, 1)
+        strips.append(
+            {"metric": name, "label": m.label, "unit": m.unit, "direction": m.direction, "z": z}
+        )
+    if outliers:
+        z = [[0] * n for _ in hosts]
+        for o in outliers:
+            if o.host not in row:
+                continue
+            k0 = max(0, int((o.start.timestamp() - t0) // step))
+            k1 = min(n - 1, int((o.end.timestamp() - 1 - t0) // step))
+            for k in range(k0, k1 + 1):
+                z[row[o.host]][k] += 1  # type: ignore[operator]
+        strips.insert(
+            0,
+            {
+                "metric": "outliers",
+                "label": "metrics diverging from peers",
+                "unit": "count",
+                "direction": 1,
+                "z": z,
+            },
+        )
+    return {"x": x, "step_s": step, "hosts": hosts, "strips": strips, "quiet": quiet}
+
+
+def _figure(
+    strip: dict[str, Any], heat: dict[str, Any], x_range: tuple[int, int] | None
+) -> dict[str, Any]:
+    hosts = heat["hosts"]
+    lower_worse = strip["direction"] < 0
+    trace = {
+        "type": "heatmap",
+        "x": heat["x"],
+        "y": [escape(h) for h in hosts],
+        "z": strip["z"],
+        "colorscale": "YlOrRd",
+        "reversescale": not lower_worse,
+        "zmin": 0,
+        "colorbar": {"title": {"text": escape(strip["unit"])}, "thickness": 10, "x": 1.01},
+        "hovertemplate": "%{y} %{x}: %{z}<extra>" + escape(strip["label"]) + "</extra>",
+        "xgap": 0,
+        "ygap": 1,
+    }
+    if strip["unit"] == "%":
+        trace["zmax"] = 100
+    if strip["metric"] == "outliers":
+        trace["colorscale"] = [[0, "#f4f4f4"], [0.001, "#fdd49e"], [1, "#b30000"]]
+        trace["reversescale"] = False
+        trace["zmax"] = max(1, max((max(r) for r in strip["z"] if r), default=1))
+    title = f"{strip['label']} ({strip['unit']}), worst value per {heat['step_s']} s"
+    if strip["metric"] == "outliers":
+        title = f"Metrics diverging from peers, per {heat['step_s']} s"
+    lay = layout(
+        title, x_range, height=max(140, min(1400, 70 + ROW_PX * len(hosts))), hovermode="closest"
+    )
+    lay["yaxis"].update(
+        type="category", autorange="reversed", automargin=False, tickfont={"size": 10}
+    )
+    lay["margin"] = {**lay["margin"], "l": 150, "b": 45}
+    return {"data": [trace], "layout": lay}
+
+
+def render_fleet_html(result: Any, out_path: Path) -> Path:
+    """Write the fleet page for ``result`` (an `analyzer.fleet.FleetResult`)."""
+    from analyzer.fleet import headline
+    from analyzer.fleet_detect import MIN_WINDOW_S
+
+    heat = result.heat or {}
+    x_range = None
+    if result.span:
+        x_range = (
+            int(result.span[0].timestamp() * 1000),
+            int(result.span[1].timestamp() * 1000) + 1000,
+        )
+    figures = {}
+    strips = []
+    for i, strip in enumerate(heat.get("strips", [])):
+        fid = f"heat-{i}"
+        figures[fid] = pack(_figure(strip, heat, x_range))
+        strips.append({"id": fid, "label": strip["label"]})
+    flagged = [h for h in result.hosts if h["clock_flags"]]
+    out_path = Path(out_path)
+    links = {}
+    for h in result.hosts:
+        if h.get("report"):
+            try:
+                links[h["host"]] = (
+                    Path(h["report"]).resolve().relative_to(out_path.resolve().parent).as_posix()
+                )
+            except ValueError:
+                links[h["host"]] = Path(h["report"]).resolve().as_uri()
+    ctx = {
+        "headline": headline(result),
+        "result": result,
+        "hosts": result.hosts,
+        "top_score": result.hosts[0]["score"] if result.hosts else 0,
+        "flagged": flagged,
+        "strips": strips,
+        "quiet": heat.get("quiet", []),
+        "links": links,
+        "dataset": str(result.dataset),
+        "min_window_s": MIN_WINDOW_S,
+        "span": result.span,
+        "generated": datetime.now(UTC),
+        "figures_json": script_json({"range": x_range, "shapes": [], "figures": figures}),
+        **page_assets(),
+    }
+    html = template_env().get_template("fleet.html.j2").render(**ctx)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(html, encoding="utf-8")
+    return out_path
