@@ -40,6 +40,10 @@ except ImportError:  # pragma: no cover - exercised only without isal
 # Everything a corrupt, truncated or non-tar stream can raise while we read it.
 _STREAM_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, _isal_error)
 
+#: Bytes per read from the (decompressed) stream: tarfile's default of 10 KiB costs a
+#: Python call per 10 KiB, noticeable on multi-GB bundles.
+_READ_BYTES = 1 << 20
+
 GIB = 1 << 30
 MIB = 1 << 20
 
@@ -167,6 +171,50 @@ def _archive_kind(magic: bytes) -> str:
     raise BundleError("not a bundle: neither a gzip/tar archive nor a directory")
 
 
+class _SalvageReader:
+    """Hands on every byte of a cut gzip stream that precedes the cut, then raises.
+
+    ISA-L's GzipFile drops the output of a read that meets the cut (up to the request
+    size, 1 MiB for tarfile here), so a truncated bundle would lose its last complete
+    members, or all of them under 1 MiB. Only then, the rest is decompressed again with
+    the standard library's gzip, which stops exactly at the cut: normal reads stay fast.
+    """
+
+    def __init__(self, raw: IO[bytes], source: Path) -> None:
+        self.raw, self.source, self.pos = raw, source, 0
+        self.error: BaseException | None = None
+
+    def read(self, n: int = -1) -> bytes:
+        if self.error is not None:
+            raise self.error
+        try:
+            data = self.raw.read(n)
+        except _STREAM_ERRORS as e:
+            self.error = e
+            data = self._salvage(n)
+            if not data:
+                raise
+        self.pos += len(data)
+        return data
+
+    def _salvage(self, n: int) -> bytes:
+        import gzip
+
+        parts: list[bytes] = []
+        with open(self.source, "rb") as f, gzip.GzipFile(fileobj=f, mode="rb") as gz:
+            try:
+                gz.seek(self.pos)
+                while n < 0 or sum(map(len, parts)) < n:
+                    chunk = gz.read1(64 * 1024)
+                    if not chunk:
+                        break
+                    parts.append(chunk)
+            except _STREAM_ERRORS:
+                pass
+        data = b"".join(parts)
+        return data if n < 0 else data[:n]
+
+
 class _CountingReader:
     """File wrapper counting compressed bytes consumed (for the ratio check)."""
 
@@ -195,12 +243,13 @@ def _extract(
     counter = _CountingReader(raw)
     try:
         if kind == "gzip":
-            stream: IO[bytes] = _gzip.GzipFile(fileobj=counter, mode="rb")  # type: ignore[arg-type]
-            tar = tarfile.open(fileobj=stream, mode="r|")
+            gz = _gzip.GzipFile(fileobj=counter, mode="rb")  # type: ignore[arg-type]
+            stream: IO[bytes] = _SalvageReader(gz, source)  # type: ignore[assignment]
+            tar = tarfile.open(fileobj=stream, mode="r|", bufsize=_READ_BYTES)
         elif kind == "tar":
-            tar = tarfile.open(fileobj=counter, mode="r|")  # type: ignore[arg-type]
+            tar = tarfile.open(fileobj=counter, mode="r|", bufsize=_READ_BYTES)  # type: ignore[arg-type]
         else:
-            tar = tarfile.open(fileobj=counter, mode="r|*")  # type: ignore[arg-type]
+            tar = tarfile.open(fileobj=counter, mode="r|*", bufsize=_READ_BYTES)  # type: ignore[arg-type]
     except _STREAM_ERRORS as e:
         raw.close()
         raise BundleError(f"{source}: not a readable tar archive ({_short(e)})") from None
@@ -358,7 +407,7 @@ def _member_type(member: tarfile.TarInfo) -> str:
 def _open_directory(source: Path, limits: Limits, strict: bool) -> Bundle:
     """A directory is read in place; symlinks and special files in it are refused."""
     bundle = Bundle(name=bundle_name(source.resolve()), source=source, root=source, files=[])
-    count = 0
+    count = total = 0
     for dirpath, dirnames, filenames in os.walk(source, followlinks=False):
         here = Path(dirpath)
         for d in list(dirnames):
@@ -395,6 +444,11 @@ def _open_directory(source: Path, limits: Limits, strict: bool) -> Bundle:
                     bundle, strict, rel, f"file larger than {limits.max_member_bytes} bytes"
                 )
                 continue
+            if total + size > limits.max_total_bytes:
+                why = f"total size would exceed {limits.max_total_bytes} bytes"
+                _refuse_dir(bundle, strict, rel, why)
+                continue
+            total += size
             bundle.files.append(BundleFile(rel=rel, path=path, size=size))
     if not bundle.files and not bundle.refused:
         raise BundleError(f"{source}: empty directory, not a bundle")

@@ -8,18 +8,23 @@ traceback), 2 unusable input (one clear line on stderr), 3 a finding at or above
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from analyzer import __version__
+from analyzer.bundle import Limits
 from analyzer.errors import HindsightError
 
 EXIT_INTERNAL = 1
 EXIT_INPUT = 2
+_D = Limits()  # defaults, shown in --help
+_MIB = 1 << 20
 
 app = typer.Typer(
     name="hindsight",
@@ -41,30 +46,167 @@ Example:
 
 
 def _fail(message: str, code: int) -> None:
-    typer.echo(f"hindsight: error: {message}", err=True)
+    typer.echo(f"hindsight: error: {one_line(message)}", err=True)
     raise typer.Exit(code)
 
 
+_UNSAFE_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def one_line(text: str, limit: int = 1000) -> str:
+    """Text from a bundle made safe for a terminal: control characters (newlines, ANSI
+    escapes, bidi overrides) shown as ``\\xNN``/``\\uNNNN``, at most ``limit`` characters."""
+    text = _UNSAFE_CHARS.sub(lambda m: ascii(m.group())[1:-1], str(text))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _limits(**given: float | None) -> Limits:
+    """`Limits` from the command-line bounds (MiB/KiB options converted to bytes)."""
+    scale = {"max_member_bytes": _MIB, "max_total_bytes": _MIB, "ratio_floor_bytes": _MIB}
+    scale["max_line_bytes"] = 1 << 10
+    kw = {k: v * scale[k] if k in scale else v for k, v in given.items() if v is not None}
+    return Limits(**{k: v if k == "max_ratio" else max(1, int(v)) for k, v in kw.items()})
+
+
+class Role(StrEnum):
+    """``analyze --role``: how the configuration audit judges the host (auto: inferred)."""
+
+    auto = "auto"
+    training = "training"
+    inference = "inference"
+
+
 def analyze(
-    bundle: Annotated[Path, typer.Argument(help="bundle archive (.tgz/.tar.gz/.tar) or directory", show_default=False)],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="report path (default: ./BUNDLE-NAME.report.html)")] = None,
-    db: Annotated[Path | None, typer.Option("--db", help="also keep the DuckDB database in this file")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="write findings and coverage as JSON ('-' for stdout)")] = None,
+    bundle: Annotated[
+        Path,
+        typer.Argument(help="bundle archive (.tgz/.tar.gz/.tar) or directory", show_default=False),
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="report path (default: ./BUNDLE-NAME.report.html)"),
+    ] = None,
+    db: Annotated[
+        Path | None, typer.Option("--db", help="also keep the DuckDB database in this file")
+    ] = None,
+    json_out: Annotated[
+        Path | None,
+        typer.Option("--json", help="write findings and coverage as JSON ('-' for stdout)"),
+    ] = None,
+    md_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--md", help="also write a Markdown summary for a ticket body ('-' for stdout)"
+        ),
+    ] = None,
+    role: Annotated[
+        Role,
+        typer.Option("--role", help="audit the host configuration as a training or inference host"),
+    ] = Role.auto,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print nothing but errors")] = False,
-    strict: Annotated[bool, typer.Option("--strict", help="any refused archive member is fatal (exit 2)")] = False,
-    debug: Annotated[bool, typer.Option("--debug", help="show tracebacks of internal errors")] = False,
+    strict: Annotated[
+        bool,
+        typer.Option("--strict", help="any refused member or over-bound file is fatal (exit 2)"),
+    ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="show tracebacks of internal errors")
+    ] = False,
+    max_members: Annotated[
+        int | None,
+        typer.Option("--max-members", min=1, help=f"bound: archive members ({_D.max_members})"),
+    ] = None,
+    max_file_mb: Annotated[
+        float | None,
+        typer.Option(
+            "--max-file-mb", min=1e-6, help=f"bound: MiB per file ({_D.max_member_bytes // _MIB})"
+        ),
+    ] = None,
+    max_total_mb: Annotated[
+        float | None,
+        typer.Option(
+            "--max-total-mb",
+            min=1e-6,
+            help=f"bound: MiB extracted in all ({_D.max_total_bytes // _MIB})",
+        ),
+    ] = None,
+    max_ratio: Annotated[
+        float | None,
+        typer.Option(
+            "--max-ratio", min=1.0, help=f"bound: uncompressed/compressed size ({_D.max_ratio:g})"
+        ),
+    ] = None,
+    ratio_floor_mb: Annotated[
+        float | None,
+        typer.Option(
+            "--ratio-floor-mb",
+            min=0,
+            help=f"MiB extracted before --max-ratio applies ({_D.ratio_floor_bytes // _MIB})",
+        ),
+    ] = None,
+    max_line_kb: Annotated[
+        float | None,
+        typer.Option(
+            "--max-line-kb", min=1e-3, help=f"bound: KiB per line ({_D.max_line_bytes >> 10})"
+        ),
+    ] = None,
+    max_lines: Annotated[
+        int | None,
+        typer.Option("--max-lines", min=1, help=f"bound: lines per file ({_D.max_lines})"),
+    ] = None,
+    redact: Annotated[
+        bool,
+        typer.Option(
+            "--redact",
+            help="analyse a redacted copy (docs/redaction.md); mapping beside the report",
+        ),
+    ] = False,
+    redact_pattern: Annotated[
+        list[str] | None,
+        typer.Option("--redact-pattern", help="with --redact: also mask this regex (repeatable)"),
+    ] = None,
 ) -> None:
     from analyzer.bundle import bundle_name
     from analyzer.pipeline import Options, run
     from analyzer.summary import format_summary
 
-    report = output or Path.cwd() / f"{bundle_name(bundle.resolve() if bundle.exists() else bundle)}.report.html"
+    report = (
+        output
+        or Path.cwd()
+        / f"{bundle_name(bundle.resolve() if bundle.exists() else bundle)}.report.html"
+    )
     progress = None
     if not quiet and sys.stderr.isatty():
-        progress = lambda msg: typer.echo(f"  … {msg}", err=True)  # noqa: E731
-    options = Options(report=report, db=db, json_path=json_out, strict=strict, debug=debug, progress=progress)
+        from analyzer.progress import Progress
+
+        progress = Progress(clean=one_line)
+    options = Options(
+        report=report, db=db, json_path=json_out, strict=strict, debug=debug, progress=progress
+    )
+    options.markdown, options.role = md_out, role.value
+    options.limits = _limits(
+        max_members=max_members,
+        max_member_bytes=max_file_mb,
+        max_total_bytes=max_total_mb,
+        max_ratio=max_ratio,
+        ratio_floor_bytes=ratio_floor_mb,
+        max_line_bytes=max_line_kb,
+        max_lines=max_lines,
+    )
+    redaction = None
+    if redact or redact_pattern:
+        from analyzer.redact import MAP_SUFFIX, redact_for_analysis
+
+        try:
+            redaction = redact_for_analysis(bundle, redact_pattern or [], options.limits)
+        except HindsightError as e:
+            _fail(str(e), EXIT_INPUT)
+        bundle = redaction.output
+        options.report = report = output or Path.cwd() / f"{redaction.name}.report.html"
     try:
-        result = run(bundle, options)
+        try:
+            result = run(bundle, options)
+        finally:
+            if progress is not None:
+                progress.close()
     except HindsightError as e:
         _fail(str(e), EXIT_INPUT)
     except KeyboardInterrupt:
@@ -72,24 +214,73 @@ def analyze(
     except Exception as e:
         if debug:
             raise
-        _fail(f"internal error: {type(e).__name__}: {str(e)[:300]} (rerun with --debug for the traceback)", EXIT_INTERNAL)
+        _fail(
+            f"internal error: {type(e).__name__}: {str(e)[:300]} (rerun with --debug for the traceback)",
+            EXIT_INTERNAL,
+        )
     for name, reason in result_refusals(result):
-        typer.echo(f"hindsight: refused {name}: {reason}", err=True)
+        typer.echo(f"hindsight: refused {one_line(name, 300)}: {one_line(reason)}", err=True)
+    if redaction is not None:
+        redaction.write_mapping(report.with_name(report.name + MAP_SUFFIX))
+        if not quiet:
+            typer.echo(f"hindsight: redaction mapping (private): {redaction.mapping}", err=True)
     if not quiet:
-        typer.echo(format_summary(result))
+        typer.echo("\n".join(map(one_line, format_summary(result).splitlines())))
 
 
 def result_refusals(result) -> list[tuple[str, str]]:
-    return [(r["file"], r.get("reason") or "") for r in result.collectors if r.get("status") == "refused"]
+    return [
+        (r["file"], r.get("reason") or "")
+        for r in result.collectors
+        if r.get("status") == "refused"
+    ]
 
 
 app.command("analyze", help=ANALYZE_HELP)(analyze)
 
 
+@app.command("redact")
+def redact_command(
+    bundle: Annotated[Path, typer.Argument(help="bundle archive or directory", show_default=False)],
+    output: Annotated[Path, typer.Option("-o", "--output", help="the redacted bundle (.tgz)")],
+    redact_pattern: Annotated[
+        list[str] | None,
+        typer.Option("--redact-pattern", help="also mask every match of this regex (repeatable)"),
+    ] = None,
+    mapping: Annotated[
+        Path | None,
+        typer.Option("--map", help="mapping file (default: OUTPUT.redaction-map.json)"),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print nothing but errors")] = False,
+) -> None:
+    """Write a copy of a bundle with host names, IP/MAC addresses, user names and home
+    paths masked, the same token for the same value everywhere (docs/redaction.md).
+    The token -> original mapping is written beside the output, never inside it.
+
+    Example: hindsight redact bundle.tgz -o clean.tgz --redact-pattern 'proj-[a-z]+'
+    """
+    from analyzer.redact import default_mapping_path, redact_bundle
+
+    try:
+        result = redact_bundle(
+            bundle,
+            output,
+            patterns=redact_pattern or [],
+            mapping=mapping or default_mapping_path(output),
+        )
+    except HindsightError as e:
+        _fail(str(e), EXIT_INPUT)
+    if not quiet:
+        typer.echo("\n".join(map(one_line, result.summary().splitlines())), err=True)
+
+
 def _capture_script() -> Path:
     """The capture script: shipped in the wheel, or in a source checkout."""
     here = Path(__file__).resolve().parent
-    for candidate in (here / "_capture" / "hindsight-capture.sh", here.parent / "capture" / "hindsight-capture.sh"):
+    for candidate in (
+        here / "_capture" / "hindsight-capture.sh",
+        here.parent / "capture" / "hindsight-capture.sh",
+    ):
         if candidate.is_file():
             return candidate
     raise HindsightError("the capture script is not part of this installation")
@@ -109,7 +300,11 @@ def capture_script() -> None:
 
 @app.command(
     "capture",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    context_settings={
+        "allow_extra_args": True,
+        "ignore_unknown_options": True,
+        "help_option_names": [],
+    },
     add_help_option=False,
 )
 def capture(ctx: typer.Context) -> None:
@@ -123,6 +318,261 @@ def capture(ctx: typer.Context) -> None:
         _fail(str(e), EXIT_INPUT)
     rc = subprocess.call(["sh", str(script), *ctx.args])
     raise typer.Exit(rc)
+
+
+def _guarded(call, debug: bool):
+    """Run ``call()``; HindsightError -> exit 2, other errors -> exit 1 (traceback with --debug)."""
+    try:
+        return call()
+    except HindsightError as e:
+        _fail(str(e), EXIT_INPUT)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except Exception as e:
+        if debug:
+            raise
+        _fail(
+            f"internal error: {type(e).__name__}: {str(e)[:300]} (rerun with --debug)",
+            EXIT_INTERNAL,
+        )
+
+
+def _progress(quiet: bool):
+    if quiet or not sys.stderr.isatty():
+        return None
+    return lambda msg: typer.echo(f"  … {one_line(msg)}", err=True)
+
+
+@app.command("query")
+def query_command(
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="bundle, analyze --db file, export or fleet dataset directory", show_default=False
+        ),
+    ],
+    sql: Annotated[
+        str,
+        typer.Argument(help="SQL (DuckDB dialect) over the analysed tables", show_default=False),
+    ],
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="table | csv | json | parquet")
+    ] = "table",
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="write here instead of stdout (needed for parquet)"),
+    ] = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="show tracebacks of internal errors")
+    ] = False,
+) -> None:
+    """Run SQL on the analysed tables of a bundle, a --db file or a dataset.
+
+    SOURCE is a bundle (analysed on the fly), an `analyze --db` file, an `export`
+    directory or a `fleet` dataset (docs/multi.md; tables in docs/tables.md).
+
+    Example: hindsight query bundle.tgz "SELECT key, start_ts, summary FROM findings" --format csv
+    """
+    from analyzer.query import open_source, run_sql, write_result
+
+    def call() -> None:
+        with open_source(source, debug=debug) as con:
+            write_result(run_sql(con, sql), fmt, output)
+
+    _guarded(call, debug)
+
+
+@app.command("export")
+def export_command(
+    source: Annotated[Path, typer.Argument(help="bundle or analyze --db file", show_default=False)],
+    out_dir: Annotated[
+        Path, typer.Argument(help="directory for TABLE.parquet files", show_default=False)
+    ],
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print nothing but errors")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="show tracebacks of internal errors")
+    ] = False,
+) -> None:
+    """Write every analysed table as Parquet (zstd), one TABLE.parquet each.
+
+    Example: hindsight export bundle.tgz tables/ && duckdb -c "SELECT * FROM 'tables/findings.parquet'"
+    """
+    from analyzer.query import export
+
+    counts = _guarded(
+        lambda: export(source, out_dir, progress=_progress(quiet), debug=debug), debug
+    )
+    if not quiet:
+        typer.echo(
+            f"{len(counts)} tables, {sum(max(n, 0) for n in counts.values())} rows -> {out_dir}"
+        )
+
+
+@app.command("diff")
+def diff_command(
+    before: Annotated[
+        Path,
+        typer.Argument(help="capture before the change (bundle or --db file)", show_default=False),
+    ],
+    after: Annotated[Path, typer.Argument(help="capture after the change", show_default=False)],
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="HTML page (default: ./diff.html)")
+    ] = None,
+    md: Annotated[
+        Path | None, typer.Option("--md", help="also write Markdown (ticket body; '-' for stdout)")
+    ] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="also write JSON ('-' for stdout)")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print nothing but errors")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="show tracebacks of internal errors")
+    ] = False,
+) -> None:
+    """Compare two captures of one workload: signals, findings, host configuration.
+
+    The captures are aligned by time since capture start; signal distributions
+    (p50/p95/p99/max, variance), findings gone or new and host configuration changes
+    (sysctls, THP, cgroup limits, affinity, scheduling policy) are compared (docs/multi.md).
+
+    Example: hindsight diff before.tgz after.tgz -o diff.html --md diff.md
+    """
+    from analyzer.diff import run_diff
+    from analyzer.diff_text import summary
+
+    html = output or Path.cwd() / "diff.html"
+    result = _guarded(
+        lambda: run_diff(
+            before,
+            after,
+            html=html,
+            md=md,
+            json_path=json_out,
+            progress=_progress(quiet),
+            debug=debug,
+        ),
+        debug,
+    )
+    if not quiet:
+        typer.echo("\n".join(map(one_line, summary(result).splitlines())))
+        typer.echo(f"report: {html}")
+
+
+@app.command("fleet")
+def fleet_command(
+    bundles: Annotated[
+        list[str],
+        typer.Argument(
+            help="bundles, directories of bundles or glob patterns (or one fleet dataset)",
+            show_default=False,
+        ),
+    ],
+    output: Annotated[Path, typer.Option("-o", "--output", help="HTML overview")] = Path(
+        "fleet.html"
+    ),
+    dataset: Annotated[
+        Path | None,
+        typer.Option(
+            "--dataset", help="Parquet dataset directory (default: OUTPUT stem + .dataset)"
+        ),
+    ] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="also write JSON ('-' for stdout)")
+    ] = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs", "-j", help="bundles analysed in parallel (0: one per CPU, at most 4)"
+        ),
+    ] = 0,
+    host_reports: Annotated[
+        bool,
+        typer.Option(
+            "--host-reports", help="also write each host's full HTML report (OUTPUT stem + .hosts/)"
+        ),
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print nothing but errors")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="show tracebacks of internal errors")
+    ] = False,
+) -> None:
+    """Compare the hosts of one job and find stragglers and outliers.
+
+    Loads every bundle into one Parquet dataset partitioned by host, then finds hosts
+    whose GPU utilisation, throttling, disk latency, network errors or pressure diverge
+    from their peers at the same time (docs/multi.md, docs/scale.md).
+
+    Example: hindsight fleet captures/*.tgz -o fleet.html --host-reports
+    """
+    from analyzer.fleet import FleetOptions, headline, run_fleet
+
+    opts = FleetOptions(
+        output=output,
+        dataset=dataset,
+        json_path=json_out,
+        jobs=jobs,
+        host_reports=host_reports,
+        debug=debug,
+        progress=_progress(quiet),
+    )
+    result = _guarded(lambda: run_fleet(list(bundles), opts), debug)
+    if not quiet:
+        typer.echo(one_line(headline(result)))
+        for f in result.failed:
+            typer.echo(
+                f"hindsight: not analysed: {one_line(f['source'], 300)}: {one_line(f['error'] or '')}",
+                err=True,
+            )
+        typer.echo(f"report: {output}  dataset: {result.dataset}")
+
+
+@app.command("synth")
+def synth_command(
+    out: Annotated[Path, typer.Argument(help="bundle to write (.tgz)", show_default=False)],
+    cpus: Annotated[int, typer.Option(help="logical CPUs")] = 8,
+    gpus: Annotated[int, typer.Option(help="GPUs")] = 1,
+    disks: Annotated[int, typer.Option(help="NVMe disks")] = 2,
+    nics: Annotated[int, typer.Option(help="network interfaces besides lo")] = 1,
+    hours: Annotated[float | None, typer.Option(help="capture length in hours")] = None,
+    seconds: Annotated[float | None, typer.Option(help="capture length in seconds [600]")] = None,
+    interval: Annotated[int, typer.Option(help="sampling interval, seconds")] = 1,
+    incident: Annotated[
+        list[str] | None,
+        typer.Option(help="KIND@START+DUR[:key=val,...], e.g. oom_kill@5m+90s (repeatable)"),
+    ] = None,
+    control: Annotated[
+        list[str] | None, typer.Option(help="negative control KIND@START+DUR (repeatable)")
+    ] = None,
+    scenario: Annotated[str | None, typer.Option(help="a named scenario (docs/synth.md)")] = None,
+    seed: Annotated[int, typer.Option(help="random seed (same seed, same bundle)")] = 1,
+    hostname: Annotated[str, typer.Option(help="host name")] = "gpu01",
+    start: Annotated[str | None, typer.Option(help="capture start, ISO UTC")] = None,
+    noise: Annotated[float, typer.Option(help="jitter scale (0 = flat)")] = 1.0,
+    no_bpf: Annotated[bool, typer.Option("--no-bpf", help="no bpftrace histograms")] = False,
+    keep_dir: Annotated[bool, typer.Option("--keep-dir", help="also keep the directory")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")] = False,
+) -> None:
+    """Generate a realistic bundle with injected incidents and its ground truth.
+
+    Writes OUT (exactly the layout and tool formats of hindsight-capture.sh) and
+    OUT-without-.tgz.ground-truth.json. Kinds and scenarios: docs/synth.md.
+
+    Example: hindsight synth demo.tgz --seconds 600 --incident checkpoint_stall@60+240
+    """
+    from analyzer.synth import generate, truth_path
+    from analyzer.synth.scenarios import build_spec
+
+    def run() -> Path:
+        spec = build_spec(
+            cpus=cpus, gpus=gpus, disks=disks, nics=nics, seconds=seconds, hours=hours,
+            interval=interval, seed=seed, hostname=hostname, start=start, noise=noise,
+            bpf=not no_bpf, incidents=incident or [], controls=control or [],
+            scenario_name=scenario,
+        )  # fmt: skip
+        return generate(spec, out, keep_dir=keep_dir)
+
+    path = _guarded(run, debug)
+    typer.echo(f"{path}\n{truth_path(path)}")
 
 
 @app.command("version")

@@ -17,15 +17,22 @@ from typing import Any
 
 from analyzer import __version__
 from analyzer.bundle import Bundle, Limits, open_bundle
-from analyzer.errors import ParseError
-from analyzer.manifest import Manifest, load_manifest
+from analyzer.errors import HindsightError, LimitError, ParseError
+from analyzer.manifest import Manifest, bundle_path, is_exit_code, load_manifest
 from analyzer.parsers import PARSERS
-from analyzer.parsers.base import Coverage, ParseContext, ParseResult, remove_scratch
+from analyzer.parsers.base import (
+    Coverage,
+    ParseContext,
+    ParseResult,
+    line_bounds_violation,
+    remove_scratch,
+)
 from analyzer.sniff import Identified, identify_all
 from analyzer.store import Store
 
 JSON_SCHEMA_VERSION = 1
 STDERR_TAIL_LINES = 5
+PROGRESS_FILE_BYTES = 4_000_000  # files this big get their own progress line
 
 
 @dataclass
@@ -40,6 +47,8 @@ class Options:
     limits: Limits = field(default_factory=Limits)
     debug: bool = False
     progress: Callable[[str], None] | None = None
+    markdown: Path | None = None  # --md: Markdown summary for a ticket ('-' = stdout)
+    role: str = "auto"  # --role: training | inference | auto (configuration audit)
 
 
 @dataclass
@@ -52,11 +61,14 @@ class Result:
     findings: list[dict[str, Any]]
     report: Path | None
     db: Path | None
+    chains: list[dict[str, Any]] = field(default_factory=list)
+    detectors: list[dict[str, Any]] = field(default_factory=list)
 
 
 def run(source: Path, options: Options) -> Result:
     """Analyse the bundle at ``source`` (archive or directory)."""
     say = options.progress or (lambda _msg: None)
+    _check_outputs(options)
     say("opening bundle")
     with open_bundle(source, limits=options.limits, strict=options.strict) as bundle:
         files = {f.rel: f for f in bundle.files}
@@ -70,19 +82,43 @@ def run(source: Path, options: Options) -> Result:
             bundle_row = _bundle_row(bundle, manifest, metas, store)
             store.write("bundle", _frame([bundle_row]), None)
             store.write("collectors", _frame(rows), None)
-            findings: list[dict[str, Any]] = []
+            say("analysing (signals, detectors, correlation)")
+            from analyzer.analysis import analyse
+
+            analysis = analyse(store, debug=options.debug)
+            findings = analysis.finding_dicts()
             if options.report is not None:
                 say("rendering report")
                 from reports.html import render_html
 
-                render_html(store.con, options.report)
+                render_html(store.con, options.report, role=options.role)
+            if options.markdown is not None:
+                from reports.markdown import write_markdown
+
+                name = options.report.name if options.report is not None else None
+                write_markdown(store.con, options.markdown, role=options.role, report_name=name)
             result = Result(bundle_row, rows, tables, findings, options.report, options.db)
+            result.chains, result.detectors = analysis.chain_dicts(), analysis.status
             if options.json_path is not None:
                 write_json(result, options.json_path)
             return result
         finally:
             store.close()
             remove_scratch()
+
+
+def _check_outputs(options: Options) -> None:
+    """Fail before the work, with a clear message, when an output cannot be written."""
+    outputs = {"report": options.report, "database": options.db, "JSON": options.json_path}
+    outputs["Markdown"] = getattr(options, "markdown", None)
+    for what, path in outputs.items():
+        if path is None or str(path) == "-":
+            continue
+        parent = next((q for q in Path(path).absolute().parents if q.exists()), None)
+        if Path(path).is_dir():
+            raise HindsightError(f"cannot write the {what} to {path}: it is a directory")
+        if parent is not None and not parent.is_dir():
+            raise HindsightError(f"cannot write the {what} to {path}: {parent} is not a directory")
 
 
 def _parse_all(
@@ -99,13 +135,18 @@ def _parse_all(
     rows: list[dict[str, Any]] = []
     tables: dict[str, int] = {}
     metas: list[dict[str, object]] = []
+    small_said = False
     for item in identified:
         if item.companion_of:
             continue
         row = _base_row(item, manifest)
         _attach_companions(row, companions.pop(item.file.rel, []))
         if item.role == "data" and item.tool:
-            say(f"parsing {item.file.rel} ({item.tool})")
+            if item.file.size >= PROGRESS_FILE_BYTES:  # small files: one "parsing" line
+                say(f"parsing {item.file.rel} ({item.tool}, {item.file.size / 1e6:.0f} MB)")
+            elif not small_said:
+                small_said = True
+                say("parsing small files")
             _parse_one(item, manifest, store, options, row, tables, metas)
         rows.append(row)
     for owner, orphans in companions.items():  # .err/.status whose output file is absent
@@ -113,7 +154,11 @@ def _parse_all(
         row["reason"] = "no output file; only the collector's stderr/status was captured"
         entry = manifest.collector_for(owner)
         if entry:
-            row |= {"collector": entry.name, "manifest_status": entry.status, "reason": entry.reason or row["reason"]}
+            row |= {
+                "collector": entry.name,
+                "manifest_status": entry.status,
+                "reason": entry.reason or row["reason"],
+            }
         _attach_companions(row, orphans)
         rows.append(row)
     return rows, tables, metas
@@ -142,26 +187,45 @@ def _parse_one(
         max_line_bytes=options.limits.max_line_bytes,
         max_lines=options.limits.max_lines,
     )
+    over = line_bounds_violation(item.file.path, ctx.max_line_bytes, ctx.max_lines)
+    if over:  # docs/limits.md: the file is refused, the rest of the bundle goes on
+        if options.strict:
+            raise LimitError(f"{item.file.rel}: {over} (--strict)")
+        row |= {"status": "refused", "reason": over}
+        return
+    written: list[str] = []
+
+    def sink(name: str, frame: Any) -> None:  # big files stream their rows chunk by chunk
+        n = store.write(name, frame, item.file.rel)
+        tables[name] = tables.get(name, 0) + n
+        if name not in written:
+            written.append(name)
+
+    ctx.sink = sink
     try:
         result: ParseResult = module.parse(item.file.path, ctx)
         result.coverage.check()
-        written = []
         for name, frame in result.tables.items():
-            n = store.write(name, frame, item.file.rel)
-            tables[name] = tables.get(name, 0) + n
-            written.append(name)
+            sink(name, frame)
     except ParseError as e:
+        _discard(store, written, item.file.rel, tables)
         row |= {"status": "failed", "reason": str(e)}
         return
     except Exception as e:
+        _discard(store, written, item.file.rel, tables)
         if options.debug:
             raise
-        row |= {"status": "failed", "reason": f"internal error in the {item.tool} parser: {type(e).__name__}: {str(e)[:300]}"}
+        row |= {
+            "status": "failed",
+            "reason": f"internal error in the {item.tool} parser: {type(e).__name__}: {str(e)[:300]}",
+        }
         return
     cov = result.coverage
     metas.append(dict(result.meta))
     row |= _coverage_fields(cov)
     row["tables"] = ",".join(written)
+    if _is_history(item.file.rel, manifest):
+        row["notes"] = "\n".join(n for n in (row.get("notes"), HISTORY_NOTE) if n)
     if cov.total == 0:
         row["status"] = "empty"
     elif cov.parsed == 0:
@@ -169,6 +233,12 @@ def _parse_one(
         row.setdefault("reason", "no data line could be parsed")
     else:
         row["status"] = "partial" if cov.n_skipped else "parsed"
+
+
+def _discard(store: Store, written: list[str], rel: str, tables: dict[str, int]) -> None:
+    """A parse that failed midway keeps none of the rows it had already streamed."""
+    for name in written:
+        tables[name] = tables.get(name, 0) - store.discard(name, rel)
 
 
 def _coverage_fields(cov: Coverage) -> dict[str, Any]:
@@ -212,15 +282,19 @@ def _base_row(item: Identified, manifest: Manifest) -> dict[str, Any]:
 def _attach_companions(row: dict[str, Any], companions: list[Identified]) -> None:
     for c in companions:
         try:
-            text = c.file.path.read_bytes()[-8192:].decode("utf-8", "replace")
+            with open(c.file.path, "rb") as fh:  # only the tail: an .err file may be huge
+                fh.seek(max(0, c.file.size - 8192))
+                text = fh.read(8192).decode("utf-8", "replace")
         except OSError:
             continue
         if c.role == "stderr" and text.strip():
             row["stderr_tail"] = "\n".join(text.strip().splitlines()[-STDERR_TAIL_LINES:])
         elif c.role == "status":
             for token in text.split():
-                if token.startswith("rc=") and token[3:].lstrip("-").isdigit():
-                    row["exit_code"] = int(token[3:])
+                digits = token[3:].removeprefix("-")  # ASCII only: int("²") raises
+                if token.startswith("rc=") and digits.isascii() and digits.isdigit():
+                    rc = int(token[3:])
+                    row["exit_code"] = rc if is_exit_code(rc) else None
 
 
 def _refused_rows(bundle: Bundle) -> list[dict[str, Any]]:
@@ -237,7 +311,7 @@ def _missing_rows(manifest: Manifest, files: dict[str, Any]) -> list[dict[str, A
     """Collectors the manifest lists whose output is not in the bundle."""
     rows = []
     for c in manifest.collectors:
-        out = (c.output or "").lstrip("./")
+        out = bundle_path(c.output or "")
         if out in files or (out and (out.rsplit(".", 1)[0] + ".err") in files):
             continue
         rows.append(
@@ -245,7 +319,9 @@ def _missing_rows(manifest: Manifest, files: dict[str, Any]) -> list[dict[str, A
                 "file": out or None,
                 "collector": c.name,
                 "tool": c.tool,
-                "status": c.status if c.status in ("missing", "skipped", "failed", "timeout") else "missing",
+                "status": c.status
+                if c.status in ("missing", "skipped", "failed", "timeout")
+                else "missing",
                 "manifest_status": c.status,
                 "exit_code": c.exit_code,
                 "reason": c.reason or "listed in the manifest but not in the bundle",
@@ -254,7 +330,9 @@ def _missing_rows(manifest: Manifest, files: dict[str, Any]) -> list[dict[str, A
     return rows
 
 
-def _bundle_row(bundle: Bundle, manifest: Manifest, metas: list[dict[str, object]], store: Store) -> dict[str, Any]:
+def _bundle_row(
+    bundle: Bundle, manifest: Manifest, metas: list[dict[str, object]], store: Store
+) -> dict[str, Any]:
     def meta(key: str) -> Any:
         return next((m[key] for m in metas if m.get(key) not in (None, "")), None)
 
@@ -278,23 +356,67 @@ def _bundle_row(bundle: Bundle, manifest: Manifest, metas: list[dict[str, object
         "format_version": manifest.format_version,
         "manifest_present": manifest.present,
         "interrupted": manifest.interrupted,
+        "history_start_utc": _history_start(store, bundle, manifest),
+        "trigger": manifest.trigger,
+        "trigger_utc": manifest.trigger_time,
         "refused_members": len(bundle.refused),
-        "notes": "\n".join(manifest.notes) or None,
+        "notes": "\n".join(manifest.notes + _host_notes(manifest, metas)) or None,
         "analyzer_version": __version__,
         "analyzed_at": datetime.now(UTC),
     }
+
+
+HISTORY_NOTE = (
+    "history: the host's own sysstat daily file, converted there with sadf -j; "
+    "its rows lie before the capture window"
+)
+
+
+def _is_history(rel: str, manifest: Manifest) -> bool:
+    """A sysstat daily file the capture converted (``history/``, manifest ``history.files``)."""
+    return rel.startswith("history/") or rel in manifest.history_files
+
+
+def _history_start(store: Store, bundle: Bundle, manifest: Manifest) -> datetime | None:
+    """Earliest ``ts`` of the rows that came from history files."""
+    files = [f.rel for f in bundle.files if _is_history(f.rel, manifest)]
+    if not files:
+        return None
+    names = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+    parts = []
+    for name in store.tables():
+        cols = {r[0] for r in store.con.sql(f'DESCRIBE "{name}"').fetchall()}
+        if {"ts", "source_file"} <= cols:
+            parts.append(f'SELECT min(ts) AS lo FROM "{name}" WHERE source_file IN ({names})')
+    if not parts:
+        return None
+    return store.con.sql(f"SELECT min(lo) FROM ({' UNION ALL '.join(parts)})").fetchall()[0][0]
+
+
+def _host_notes(manifest: Manifest, metas: list[dict[str, object]]) -> list[str]:
+    """A bundle whose files name more than one host (mixed up by hand) says so."""
+    hosts = {str(m["host"]) for m in metas if m.get("host") not in (None, "")}
+    hosts |= {manifest.hostname} if manifest.hostname else set()
+    if len(hosts) < 2:
+        return []
+    names = ", ".join(sorted(hosts)[:5])
+    return [
+        f"files name {len(hosts)} different hosts ({names}): their rows are mixed in the tables"
+    ]
 
 
 def _time_span(store: Store) -> tuple[datetime | None, datetime | None]:
     """Earliest and latest ``ts`` over all stored time-series tables."""
     parts = []
     for name in store.tables():
-        cols = {r[0] for r in store.con.sql(f"DESCRIBE \"{name}\"").fetchall()}
+        cols = {r[0] for r in store.con.sql(f'DESCRIBE "{name}"').fetchall()}
         if "ts" in cols:
             parts.append(f'SELECT min(ts) AS lo, max(ts) AS hi FROM "{name}"')
     if not parts:
         return None, None
-    lo, hi = store.con.sql(f"SELECT min(lo), max(hi) FROM ({' UNION ALL '.join(parts)})").fetchall()[0]
+    lo, hi = store.con.sql(
+        f"SELECT min(lo), max(hi) FROM ({' UNION ALL '.join(parts)})"
+    ).fetchall()[0]
     return lo, hi
 
 
@@ -316,6 +438,11 @@ def write_json(result: Result, path: Path) -> None:
         "analyzer_version": __version__,
         "bundle": result.bundle,
         "findings": result.findings,
+        "chains": result.chains,
+        "detectors": result.detectors,
+        "detectors_not_evaluated": [
+            d for d in result.detectors if d.get("status") == "not evaluated"
+        ],
         "collectors": result.collectors,
         "tables": result.tables,
     }

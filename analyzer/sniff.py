@@ -14,6 +14,7 @@ collector's output file with the same stem). Anything else unrecognised is liste
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from analyzer.bundle import BundleFile
@@ -57,7 +58,9 @@ def _identify(f: BundleFile, manifest: Manifest, rels: set[str]) -> Identified:
     if f.rel == CAPTURE_LOG:
         return Identified(f, "capture_log", None, 1.0)
     if f.rel.startswith(CAPTURE_STATE_DIR):
-        return Identified(f, "capture_state", None, 1.0, note="capture's private state (left by a killed capture)")
+        return Identified(
+            f, "capture_state", None, 1.0, note="capture's private state (left by a killed capture)"
+        )
     if p.suffix in COMPANION_SUFFIXES:
         owner = _companion_owner(p, rels)
         if owner is not None:
@@ -69,6 +72,13 @@ def _identify(f: BundleFile, manifest: Manifest, rels: set[str]) -> Identified:
         return Identified(f, "unrecognised", None, 0.0, note="binary content")
     head = read_head(f.path)
     hint = _manifest_tool(f.rel, manifest)
+    if hint in PARSERS:  # shortcut, same verdict: no other sniffer can beat > 1.0
+        try:
+            s = float(PARSERS[hint].sniff(head, p.name)) + MANIFEST_TOOL_BONUS
+        except Exception:
+            s = 0.0
+        if s > 1.0:
+            return Identified(f, "data", hint, 1.0)
     best, score = None, 0.0
     for tool, module in PARSERS.items():
         try:
@@ -83,17 +93,29 @@ def _identify(f: BundleFile, manifest: Manifest, rels: set[str]) -> Identified:
         return Identified(f, "data", best, min(score, 1.0))
     if hint and hint not in PARSERS:
         return Identified(f, "pending", hint, 0.0, note=f"no parser for {hint} yet")
-    return Identified(f, "unrecognised", None, score, note="content not recognised as any supported tool")
+    return Identified(
+        f, "unrecognised", None, score, note="content not recognised as any supported tool"
+    )
 
 
 def _companion_owner(p: PurePosixPath, rels: set[str]) -> str | None:
     stem = p.with_suffix("")
-    for candidate in sorted(rels):
-        c = PurePosixPath(candidate)
-        if c.parent == stem.parent and c.suffix not in COMPANION_SUFFIXES and c.with_suffix("") == stem:
-            return candidate
+    owner = _owners(frozenset(rels)).get(str(stem))
+    if owner is not None:
+        return owner
     # A companion whose output file is absent still belongs to that collector.
     return str(stem) + ".out"
+
+
+@lru_cache(maxsize=4)
+def _owners(rels: frozenset[str]) -> dict[str, str]:
+    """Output file per stem (first in sorted order), for `_companion_owner` in O(1)."""
+    owners: dict[str, str] = {}
+    for candidate in sorted(rels):
+        c = PurePosixPath(candidate)
+        if c.suffix not in COMPANION_SUFFIXES:
+            owners.setdefault(str(c.with_suffix("")), candidate)
+    return owners
 
 
 def _manifest_tool(rel: str, manifest: Manifest) -> str | None:

@@ -18,6 +18,9 @@ from analyzer.parsers import PARSERS
 from analyzer.parsers.base import TS, Table, table
 from analyzer.signals import SIGNAL_SOURCES, SIGNALS
 
+#: DuckDB's buffer budget for a ``--db`` file (the in-memory default is 80 % of RAM).
+FILE_DB_MEMORY_LIMIT = "1GB"
+
 SOURCE_FILE_DOC = "bundle-relative path of the input file the row came from (added by the store)"
 
 BUNDLE = table(
@@ -114,6 +117,10 @@ class Store:
         self.path = path
         self.con = duckdb.connect(str(path) if path else ":memory:")
         self.con.sql("SET TimeZone = 'UTC'")
+        # The progress bar writes to the process's stdout and would corrupt --json -.
+        self.con.sql("SET enable_progress_bar = false")
+        if path is not None:  # a file database can spill and evict: keep RSS bounded
+            self.con.sql(f"SET memory_limit = '{FILE_DB_MEMORY_LIMIT}'")
         self._tables = declared_tables()
         self._created: set[str] = set()
 
@@ -126,7 +133,8 @@ class Store:
         if declared is None:
             raise KeyError(f"table {name!r} is not declared by any parser")
         df = declared.conform(frame).collect(engine="streaming")
-        arrow = df.to_arrow()
+        # String views pass to DuckDB as they are (the default converts every string).
+        arrow = df.to_arrow(compat_level=pl.CompatLevel.newest())
         del df
         self.con.register("_incoming", arrow)
         try:
@@ -140,6 +148,15 @@ class Store:
         finally:
             self.con.unregister("_incoming")
         return arrow.num_rows
+
+    def discard(self, name: str, source_file: str) -> int:
+        """Delete the rows of table ``name`` that came from ``source_file``; returns how many."""
+        if name not in self._created or name in STORE_TABLES:
+            return 0
+        rows = self.con.sql(
+            f'DELETE FROM "{name}" WHERE source_file = {_sql_literal(source_file)} RETURNING 1'
+        ).fetchall()
+        return len(rows)
 
     def tables(self) -> list[str]:
         return sorted(self._created)

@@ -37,8 +37,8 @@ def format_summary(result: Result) -> str:
         parsed = r.get("lines_parsed")
         detail = f"{parsed} lines" if parsed is not None else (r.get("reason") or "")
         lines.append(
-            f"    {str(r.get('file') or '-')[:38]:38} {str(r.get('tool') or '-'):12} "
-            f"{str(r.get('status')):14} {pct_text}  {detail[:60]}"
+            f"    {str(r.get('file') or '-')[:38]:38} {r.get('tool') or '-'!s:12} "
+            f"{r.get('status')!s:14} {pct_text}  {detail[:60]}"
         )
     if result.report is not None:
         lines.append(f"  report    {result.report}")

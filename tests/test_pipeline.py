@@ -35,13 +35,20 @@ def hand_made(tmp_path: Path) -> Path:
     d.mkdir()
     shutil.copy(FIX / "vmstat/jc__centos-7.7__vmstat-awt.out", d / "first.txt")
     shutil.copy(FIX / "psi/local-kernel6.18__host-loaded__cpu", d / "cpu")
-    shutil.copy(FIX / "dmesg/local-debian12-utillinux2.38.1-kernel6.18__memcg-oom__dmesg-iso.txt", d / "kern.log")
+    shutil.copy(
+        FIX / "dmesg/local-debian12-utillinux2.38.1-kernel6.18__memcg-oom__dmesg-iso.txt",
+        d / "kern.log",
+    )
     with open(d / "kern.log", "a") as f:
-        f.write("2026-11-29T17:26:00,000000+00:00 INFO: task <script>alert(1)</script>:4242 blocked for more than 120 seconds.\n")
+        f.write(
+            "2026-11-29T17:26:00,000000+00:00 INFO: task <script>alert(1)</script>:4242 blocked for more than 120 seconds.\n"
+        )
     return d
 
 
-def test_hand_made_directory_of_renamed_files_loads_every_tool(hand_made: Path, tmp_path: Path) -> None:
+def test_hand_made_directory_of_renamed_files_loads_every_tool(
+    hand_made: Path, tmp_path: Path
+) -> None:
     db, report, js = tmp_path / "out.duckdb", tmp_path / "out.html", tmp_path / "out.json"
     run = analyze(hand_made, "-o", report, "--db", db, "--json", js, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
@@ -50,13 +57,19 @@ def test_hand_made_directory_of_renamed_files_loads_every_tool(hand_made: Path, 
     tools = dict(con.sql("SELECT file, tool FROM collectors").fetchall())
     assert tools == {"first.txt": "vmstat", "cpu": "psi", "kern.log": "dmesg"}
     # vmstat -awt golden values (jc's expected output for the same file).
-    r, free_kb, active_kb, id_pct = con.sql("SELECT r, free_kb, active_kb, id_pct FROM vmstat").fetchall()[0]
+    r, free_kb, active_kb, id_pct = con.sql(
+        "SELECT r, free_kb, active_kb, id_pct FROM vmstat"
+    ).fetchall()[0]
     assert (r, free_kb, active_kb, id_pct) == (2, 2794864, 312724, 99)
     # PSI: resource from the file name, values read by hand from the file.
-    rows = con.sql("SELECT resource, kind, avg10_pct, total_us FROM psi ORDER BY kind DESC").fetchall()
+    rows = con.sql(
+        "SELECT resource, kind, avg10_pct, total_us FROM psi ORDER BY kind DESC"
+    ).fetchall()
     assert rows[0][:2] == ("cpu", "some") and rows[0][3] == 51509091
     # The memcg OOM kill from the 6.18 capture, read by hand.
-    kill = con.sql("SELECT pid, comm, memcg, anon_rss_kb FROM dmesg WHERE kind = 'oom_kill'").fetchall()
+    kill = con.sql(
+        "SELECT pid, comm, memcg, anon_rss_kb FROM dmesg WHERE kind = 'oom_kill'"
+    ).fetchall()
     assert kill == [(24288, "python3", "/corpus_oom", 65280)]
     cov = con.sql("SELECT sum(lines_parsed), sum(lines_skipped) FROM collectors").fetchall()[0]
     assert cov[0] > 80 and cov[1] == 0

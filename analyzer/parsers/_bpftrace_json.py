@@ -22,7 +22,7 @@ HIST_COLS = ["rec", "map", "key", "bucket_low", "bucket_high", "count"]
 def _num(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, int | float):
         return None
-    return float(v)
+    return float(v) if not isinstance(v, int) or abs(v) < 2**1023 else None  # float(10**400) raises
 
 
 def _is_stats_leaf(x: Any) -> bool:
@@ -36,6 +36,12 @@ def _keyed(data: Any, is_leaf: Any) -> list[tuple[str, Any]]:
     if isinstance(data, dict):
         return [(str(k), v) for k, v in data.items()]
     return []
+
+
+def _int64(v: object) -> int | None:
+    """A JSON integer that fits Int64 (json.loads gives arbitrary ints, or strings)."""
+    ok = isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63
+    return v if ok else None  # type: ignore[return-value]
 
 
 def _record(rec: int, obj: dict, hist: list, scal: list, tstr: list) -> str:
@@ -55,11 +61,9 @@ def _record(rec: int, obj: dict, hist: list, scal: list, tstr: list) -> str:
                 for b in buckets if isinstance(buckets, list) else []:
                     if not isinstance(b, dict):
                         continue
-                    lo, hi = b.get("min"), b.get("max")
-                    hi = hi + 1 if isinstance(hi, int) else None
-                    hist.append(
-                        (rec, name, key, lo if isinstance(lo, int) else None, hi, b.get("count"))
-                    )
+                    lo, hi = _int64(b.get("min")), _int64(b.get("max"))
+                    hi = _int64(hi + 1) if hi is not None else None
+                    hist.append((rec, name, key, lo, hi, _int64(b.get("count"))))
         elif kind == "stats":
             for key, st in _keyed(body, _is_stats_leaf):
                 if isinstance(st, dict):

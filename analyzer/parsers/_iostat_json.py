@@ -29,6 +29,73 @@ def _field(key: str) -> pl.Expr:
     return pl.col("line").str.extract('"' + re.escape(key) + _NUM).cast(pl.Float64, strict=False)
 
 
+_SLICE_ROWS = 1 << 18  # disk records typed per step: bounds the transient string columns
+
+
+def _disk_rows(
+    disks: pl.DataFrame, keys: list[str], device: pl.Expr, casts: list[pl.Expr]
+) -> pl.DataFrame:
+    """Typed disk records. Records with sysstat's own key order (all of them, normally)
+    are read by one regex; any other record by one regex per key (same values)."""
+    order = re.findall(r'"([^"]+)"\s*:', disks["line"].head(1).to_list()[0]) if disks.height else []
+    if disks.height > _SLICE_ROWS:
+        parts = [
+            _disk_part(part, keys, device, casts, order) for part in disks.iter_slices(_SLICE_ROWS)
+        ]
+        return pl.concat(parts, how="vertical_relaxed")
+    return _disk_part(disks, keys, device, casts, order)
+
+
+def _disk_part(
+    disks: pl.DataFrame,
+    keys: list[str],
+    device: pl.Expr,
+    casts: list[pl.Expr],
+    order: list[str],
+) -> pl.DataFrame:
+    """`_disk_rows` for one slice of records; ``order`` is the first record's key order."""
+    known = {k for k in keys if c.device_column(k)}
+    one = None
+    if order and order[0] == "disk_device" and known <= set(order[1:]):
+        body = r'^\s*\{\s*"disk_device"\s*:\s*"([^"]*)"'
+        for k in order[1:]:
+            body += r'\s*,\s*"' + re.escape(k) + _NUM
+        one = body + r"\s*\}\s*,?\s*$"
+    slow_cols = [
+        "line_no",
+        "report",
+        device.str.strip_chars(" ").alias("device"),
+        device.str.starts_with(" ").alias("is_group"),
+        *casts,
+    ]
+    if one is None:
+        return disks.select(slow_cols)
+    g = pl.col("line").str.extract_groups(one)
+    split = disks.with_columns(g.alias("_g")).with_columns(
+        pl.col("_g").struct.field("1").is_not_null().alias("_one")
+    )
+    cols = {k: str(i + 2) for i, k in enumerate(order[1:])}
+    fast_casts = []
+    for k in keys:
+        col = c.device_column(k)
+        if col:
+            name, factor, is_int = col
+            v = pl.col("_g").struct.field(cols[k]).cast(pl.Float64, strict=False) * factor
+            fast_casts.append((v.round(0).cast(pl.Int64) if is_int else v).alias(name))
+    dev = pl.col("_g").struct.field("1")
+    fast = split.filter(pl.col("_one")).select(
+        "line_no",
+        "report",
+        dev.str.strip_chars(" ").alias("device"),
+        dev.str.starts_with(" ").alias("is_group"),
+        *fast_casts,
+    )
+    rest = split.filter(~pl.col("_one"))
+    if rest.height == 0:
+        return fast
+    return pl.concat([fast, rest.select(slow_cols)]).sort("line_no")
+
+
 def _head_value(head: str, key: str) -> str | None:
     m = re.search(r'"' + re.escape(key) + r'"\s*:\s*"?([^",\n]*)"?', head)
     return m[1] if m else None
@@ -90,13 +157,8 @@ def parse(path: Path, ctx: base.ParseContext, cov: base.Coverage) -> base.ParseR
             v = _field(k) * factor
             casts.append((v.round(0).cast(pl.Int64) if is_int else v).alias(name))
     device = line.str.extract(r'"disk_device"\s*:\s*"([^"]*)"')
-    dev = disks.filter(complete & device.is_not_null()).select(
-        "line_no",
-        "report",
-        device.str.strip_chars(" ").alias("device"),
-        device.str.starts_with(" ").alias("is_group"),
-        *casts,
-    )
+    good = disks.filter(complete & device.is_not_null())
+    dev = _disk_rows(good, keys, device, casts)
     cov.add_skipped("malformed JSON disk record", disks.height - dev.height)
     cpus = df.filter(pl.col("kind") == "cpu")
     cpu = cpus.filter(complete).select(

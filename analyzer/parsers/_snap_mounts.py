@@ -85,7 +85,12 @@ def size_bytes(text: str) -> int | None:
     m = re.match(r"^(\d+(?:[.,]\d+)?)([BKMGTPE]?)i?B?$", text)
     if not m:
         return None
-    return round(float(m.group(1).replace(",", ".")) * _SUFFIX.get(m.group(2) or "B", 1))
+    value = float(m.group(1).replace(",", ".")) * _SUFFIX.get(m.group(2) or "B", 1)
+    return round(value) if value < 2**63 else None  # absurd (or inf): NULL, not a crash
+
+
+def _int32(digits: str) -> int | None:
+    return int(digits) if len(digits) < 10 else None  # Int32 column: 10+ digits may overflow
 
 
 def size_bytes_expr(expr: pl.Expr) -> pl.Expr:
@@ -95,7 +100,7 @@ def size_bytes_expr(expr: pl.Expr) -> pl.Expr:
         {**_SUFFIX, "": 1}, default=None, return_dtype=pl.Float64
     )
     num = g.struct.field("1").str.replace(",", ".", literal=True).cast(pl.Float64, strict=False)
-    return (num * mult).round().cast(pl.Int64)
+    return (num * mult).round().cast(pl.Int64, strict=False)  # > 2**63: NULL, not a crash
 
 
 def lsblk(df: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
@@ -132,8 +137,8 @@ def lsblk(df: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
             {
                 "name": m.group(2),
                 "parent": parent,
-                "maj": int(m.group(3)),
-                "min": int(m.group(4)),
+                "maj": _int32(m.group(3)),
+                "min": _int32(m.group(4)),
                 "removable": m.group(5) == "1",
                 "size": m.group(6),
                 "size_bytes": size_bytes(m.group(6)),

@@ -29,7 +29,7 @@ import atexit
 import codecs
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -143,6 +143,10 @@ class ParseContext:
     the manifest records for this file (e.g. ``vmstat -t -w -S M 1 60``).
     ``boot_time`` is the wall-clock time of boot (from the clock anchors), used to place
     raw ``[seconds]`` kernel timestamps.
+    ``sink``, when set (the pipeline sets it to the store), lets a parser of a big file hand
+    over finished rows chunk by chunk, ``sink(table, frame)``, instead of returning them in
+    ``ParseResult.tables``: memory then stays at a few chunks whatever the file size.
+    Parsers may ignore it; without it every row is returned as usual.
     """
 
     file_name: str = ""
@@ -155,6 +159,7 @@ class ParseContext:
     host: str | None = None
     max_line_bytes: int = 1024 * 1024
     max_lines: int = 50_000_000
+    sink: Callable[[str, pl.DataFrame], None] | None = None
 
 
 @dataclass
@@ -180,11 +185,23 @@ def read_lines(path: Path, name: str = "line") -> pl.LazyFrame:
     coverage should note it via ``needs_utf8_repair``.
     """
     source = utf8_clean_copy(path) if needs_utf8_repair(path) else path
-    return (
-        pl.scan_lines(source, name=name)
-        .with_row_index("line_no", offset=1)
-        .with_columns(pl.col(name).str.replace_all("\x00", "", literal=True).str.strip_suffix("\r"))
-    )
+    lf = pl.scan_lines(source, name=name).with_row_index("line_no", offset=1)
+    nul, cr = _has_bytes(source, b"\x00", b"\r")
+    if nul:  # both are rare: skip the per-line work when the file has none
+        lf = lf.with_columns(pl.col(name).str.replace_all("\x00", "", literal=True))
+    if cr:
+        lf = lf.with_columns(pl.col(name).str.strip_suffix("\r"))
+    return lf
+
+
+def _has_bytes(path: Path, *needles: bytes, chunk: int = 1 << 22) -> list[bool]:
+    """Which of the single-byte ``needles`` occur in the file (one streaming pass)."""
+    found = [False] * len(needles)
+    with open(path, "rb", buffering=0) as f:
+        while (block := f.read(chunk)) and not all(found):
+            for i, b in enumerate(needles):
+                found[i] = found[i] or b in block
+    return found
 
 
 def needs_utf8_repair(path: Path, chunk: int = 1 << 22) -> bool:

@@ -67,13 +67,9 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     )
     df = df.with_columns(
         what.alias("what"),
-        g.struct.field("1").cast(pl.Int32).alias("node"),
+        g.struct.field("1").cast(pl.Int32, strict=False).alias("node"),
         g.struct.field("2").alias("zone"),
-        g.struct.field("3")
-        .str.strip_chars()
-        .str.split(" ")
-        .list.eval(pl.element().filter(pl.element() != ""))
-        .alias("free_blocks"),
+        g.struct.field("3").str.extract_all(r"\d+").alias("free_blocks"),  # any blanks between
     )
     if df.height and not (df["what"] == "parsed").any() and (df["what"] == "other").any():
         raise ParseError(f"{ctx.file_name or path.name}: no /proc/buddyinfo line")
@@ -93,7 +89,7 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
         .with_columns(pl.int_ranges(0, pl.col("free_blocks").list.len()).alias("order"))
         .explode(["free_blocks", "order"])
         .with_columns(
-            pl.col("free_blocks").cast(pl.Int64),
+            pl.col("free_blocks").cast(pl.Int64, strict=False),  # > 2**63: NULL, not a crash
             pl.col("order").cast(pl.Int32),
             pl.lit(ts, dtype=base.TS).alias("ts"),
             pl.lit(phase, dtype=pl.String).alias("snapshot"),

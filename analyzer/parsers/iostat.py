@@ -43,8 +43,9 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import _iostat_cols as c
-from analyzer.parsers import _iostat_json, base
+from analyzer.parsers import _iostat_fast, _iostat_json, base
 from analyzer.parsers import _sysstat as s
+from analyzer.parsers import _sysstat_fast as _fast
 
 TABLES = c.TABLES
 
@@ -68,6 +69,12 @@ def sniff(head: str, name: str) -> float:
 
 
 def _classify(path: Path) -> pl.DataFrame:
+    return classify_lines(base.read_lines(path))
+
+
+def classify_lines(lines: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
+    """``lines`` (``line_no``, ``line``) with ``kind``, ``dev_ctx`` (governing device
+    header line, 0 = none), ``prev_event`` and ``hkey`` (normalized device header)."""
     line = pl.col("line")
     kind = (
         pl.when(line.str.contains(r"^\s*$"))
@@ -87,7 +94,7 @@ def _classify(path: Path) -> pl.DataFrame:
     event = pl.col("kind").is_in(["ts", "avg", "dev_hdr"])
     ctx_reset = pl.col("kind").is_in(["blank", "banner", "avg", "cpu", "ts"])
     return (
-        base.read_lines(path)
+        lines.lazy()
         .with_columns(kind.alias("kind"))
         .with_columns(
             pl.when(pl.col("kind") == "dev_hdr")
@@ -133,6 +140,12 @@ def _device_rows(
     dev_last = names[-1] == "Device"
     vidx = list(range(len(names) - 1)) if dev_last else list(range(1, len(names)))
     mapped = [(i, c.device_column(names[i])) for i in vidx]
+    seen: set[str] = set()
+    for k, (i, col) in enumerate(mapped):  # a mangled header may repeat a column: first wins
+        if col is not None and col[0] in seen:
+            mapped[k] = (i, None)
+        elif col is not None:
+            seen.add(col[0])
     line = pl.col("line")
     ok, fields = s.aligned_fields(line, lay, vidx, loose_first=not dev_last)
     tok = pl.col("_tok")
@@ -159,7 +172,7 @@ def _device_rows(
             continue
         name, factor, is_int = col
         v = s.number(pl.col(f"_{i}"), human, comma) * factor
-        casts.append((v.round(0).cast(pl.Int64) if is_int else v).alias(name))
+        casts.append((v.round(0).cast(pl.Int64, strict=False) if is_int else v).alias(name))
     typed = raw.filter(pl.col("_shape")).select("line_no", "report", "device", "is_group", *casts)
     value_cols = [x.meta.output_name() for x in casts]
     good = pl.all_horizontal([pl.col(v).is_not_null() for v in value_cols]) if value_cols else True
@@ -202,14 +215,45 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one iostat output file into ``iostat_cpu`` and ``iostat_device``."""
     cov = base.Coverage()
     head = base.read_head(path)
-    if base.needs_utf8_repair(path):
+    repair = base.needs_utf8_repair(path)
+    if repair:
         cov.notes.append("file is not valid UTF-8: invalid bytes replaced")
     if head.lstrip().startswith("{"):
         return _iostat_json.parse(path, ctx, cov)
+    if not repair and path.stat().st_size >= _fast.MIN_FAST_BYTES:
+        done = _iostat_fast.parse(path, ctx, cov, head, _FastHooks())
+        if done is not None:
+            df, fast_rows, total = done
+            return _tables(df, path, ctx, cov, total, fast_rows, False, False)
     df = _reports(_classify(path))
-    cov.total = df.height
+    sample = "\n".join(df.filter(pl.col("kind").is_in(["cpu", "other"]))["line"].head(50))
+    human = bool(re.search(r"\d[.,]\d[kMGTPE%](\s|$)", sample))
+    return _tables(df, path, ctx, cov, df.height, None, human, s.uses_decimal_comma(sample))
+
+
+class _FastHooks:
+    """What :mod:`._iostat_fast` needs from this module."""
+
+    classify_lines = staticmethod(classify_lines)
+    reports = staticmethod(_reports)
+    human_re = r"\d[.,]\d[kMGTPE%](\s|$)"
+
+
+def _tables(
+    df: pl.DataFrame,
+    path: Path,
+    ctx: base.ParseContext,
+    cov: base.Coverage,
+    total: int,
+    fast_rows: pl.DataFrame | None,
+    human: bool,
+    comma: bool,
+) -> base.ParseResult:
+    """Coverage and tables from the classified lines ``df`` (all lines, or with the fast
+    path every line but the device rows in ``fast_rows``; ``total`` lines in the file)."""
+    cov.total = total
     if not s.ends_with_newline(path) and df.height:
-        last = pl.col("line_no") == df.height
+        last = pl.col("line_no") == total
         cut = last & pl.col("kind").is_in(["other", "cpu"])
         df = df.with_columns(pl.when(cut).then(pl.lit("truncated")).otherwise("kind").alias("kind"))
     counts = dict(df.group_by("kind").len().iter_rows())
@@ -229,12 +273,9 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     stray = df.filter((pl.col("kind") == "other") & (pl.col("dev_ctx") == 0)).height
     cov.add_skipped("unrecognized line", stray)
 
-    sample = "\n".join(df.filter(pl.col("kind").is_in(["cpu", "other"]))["line"].head(50))
-    human = bool(re.search(r"\d[.,]\d[kMGTPE%](\s|$)", sample))
-    comma = s.uses_decimal_comma(sample)
     dev = df.filter((pl.col("kind") == "other") & (pl.col("dev_ctx") > 0))
     hdrs = df.filter(pl.col("kind") == "dev_hdr").select("line_no", "line", "hkey")
-    parts: list[pl.DataFrame] = []
+    parts: list[pl.DataFrame] = [] if fast_rows is None else [fast_rows]
     layouts = hdrs.unique("hkey", maintain_order=True)
     for n, (hkey, hline) in enumerate(layouts.select("hkey", "line").iter_rows()):
         ids = hdrs.filter(pl.col("hkey") == hkey).get_column("line_no")

@@ -37,8 +37,9 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _mpstat_json, base
+from analyzer.parsers import _mpstat_fast, _mpstat_json, base
 from analyzer.parsers import _sysstat as s
+from analyzer.parsers import _sysstat_fast as _fast
 
 _I32, _F, _S, _B = pl.Int32, pl.Float64, pl.String, pl.Boolean
 _HEAD: tuple[tuple[str, pl.DataType, str, str], ...] = (
@@ -115,6 +116,12 @@ def sniff(head: str, name: str) -> float:
 
 def _classify(path: Path, mode: str) -> pl.DataFrame:
     """Kind of every line; ``time`` (row/header time token) cut by position per ``mode``."""
+    return classify_lines(base.read_lines(path), mode)
+
+
+def classify_lines(lines: pl.LazyFrame | pl.DataFrame, mode: str) -> pl.DataFrame:
+    """``lines`` (``line_no``, ``line``) with ``kind``, ``hdr`` (line of the governing
+    header, 0 = none), ``hdr_time`` and ``time`` (row time token)."""
     line = pl.col("line")
     kind = (
         pl.when(line.str.contains(r"^\s*$"))
@@ -135,7 +142,7 @@ def _classify(path: Path, mode: str) -> pl.DataFrame:
         time = line.str.slice(0, 11 if mode == "12h" else 8)
     is_hdr = pl.col("kind") == "header"
     return (
-        base.read_lines(path)
+        lines.lazy()
         .with_columns(kind.alias("kind"))
         .with_columns(
             pl.when(is_hdr).then(pl.col("line_no")).forward_fill().fill_null(0).alias("hdr"),
@@ -213,17 +220,113 @@ def _finish(
     )
 
 
+def headers(df: pl.DataFrame) -> pl.DataFrame:
+    """Header lines of a classified frame with ``hkey`` (the header without its time)."""
+    return df.filter(pl.col("kind") == "header").with_columns(
+        pl.col("line").str.replace(_T, "").alias("hkey")
+    )
+
+
+def layout_frames(
+    rows: pl.DataFrame, hdrs: pl.DataFrame, comma: bool, cov: base.Coverage, seen: list[str]
+) -> list[tuple[str, str, pl.DataFrame]]:
+    """Rows parsed against their header's layout: ``(table, key column, frame)`` per layout.
+
+    Frames keep ``line_no``, ``time`` and ``hdr_time``. ``seen`` lists the layouts met so
+    far (in order; extended here) so that the layout cap holds across calls.
+    """
+    out = []
+    layouts = hdrs.unique("hkey", maintain_order=True).select("hkey", "line")
+    for hkey, hline in layouts.iter_rows():
+        if hkey not in seen:
+            seen.append(hkey)
+        n = seen.index(hkey)
+        ids = hdrs.filter(pl.col("hkey") == hkey).get_column("line_no")
+        sub = rows.filter(pl.col("hdr").is_in(ids.implode()))
+        if n >= _MAX_LAYOUTS:
+            cov.add_skipped(f"more than {_MAX_LAYOUTS} distinct header layouts", sub.height)
+            continue
+        lay = s.header_layout(hline)
+        first = next(i for i, t in enumerate(lay.names) if t in ("CPU", "NODE"))
+        kind = _table_kind(list(lay.names[first:]))
+        if kind in ("cpu", "node"):
+            frame = _pct_rows(sub, lay, first, comma)
+            vals = [c for c in frame.columns if c.endswith("_pct")]
+            good = pl.all_horizontal([pl.col(c).is_not_null() for c in vals] or [pl.lit(False)])
+            good = good & ((pl.col("key") == "all") | pl.col("key").str.contains(r"^\d+$"))
+            frame = frame.filter(good)
+            cov.parsed += frame.height
+            table, key = ("mpstat_cpu", "cpu") if kind == "cpu" else ("mpstat_node", "node")
+        else:
+            frame = _irq_rows(sub, lay, first, kind).filter(pl.col("per_s").is_not_null())
+            cov.parsed += frame.get_column("line_no").n_unique()
+            table, key = "mpstat_irq", "cpu"
+        bad = sub.height - frame.get_column("line_no").n_unique()
+        cov.add_skipped("row does not match its header", bad)
+        if frame.height:
+            out.append((table, key, frame))
+    return out
+
+
+def _parse_fast(
+    path: Path, ctx: base.ParseContext, cov: base.Coverage, head: str, comma: bool
+) -> base.ParseResult | None:
+    """Big 24-hour text files: chunked fast path (:mod:`._mpstat_fast`); None when no
+    table of the file's head can be read that way."""
+    lines = pl.DataFrame({"line": head.split("\n")[:-1]}).with_row_index("line_no", offset=1)
+    hd = classify_lines(lines, "24h")
+    gs = _mpstat_fast.groups(headers(hd).select("hkey", "line"), _PCT_COLS)
+    if not gs:
+        return None
+    banner_line = hd.filter(pl.col("kind") == "banner").get_column("line").head(1).to_list()
+    banner = s.parse_banner(banner_line[0]) if banner_line else None
+    day0 = datetime.combine(banner.date, datetime.min.time()) if banner and banner.date else None
+    zone, _ = s.resolve_tz(ctx.tz)
+    kept: dict[str, list[pl.DataFrame]] = {}
+
+    def keep(name: str, frame: pl.DataFrame) -> None:
+        kept.setdefault(name, []).append(frame)
+
+    cx = _mpstat_fast.Ctx(
+        comma=comma,
+        day0=day0,
+        zone=zone,
+        tables=TABLES,
+        pct_cols=_PCT_COLS,
+        layout_frames=layout_frames,
+        classify_lines=classify_lines,
+        headers=headers,
+        finish=lambda frame, key: _finish(frame, key, day0, zone, False),
+        table_kind=_table_kind,
+        emit=ctx.sink or keep,
+    )
+    _mpstat_fast.parse_chunks(path, cx, cov, gs)
+    if cov.parsed:
+        s.tz_for(ctx, cov)
+        if day0 is None:
+            cov.notes.append("no banner date: ts is NULL (rows with -U epoch times excepted)")
+    tables: dict[str, pl.DataFrame | pl.LazyFrame] = {
+        name: pl.concat(frames) for name, frames in kept.items()
+    }
+    return base.ParseResult(tables=tables, coverage=cov, meta=banner.meta() if banner else {})
+
+
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one mpstat output file into ``mpstat_cpu``, ``mpstat_node``, ``mpstat_irq``."""
     cov = base.Coverage()
     head = base.read_head(path)
-    if base.needs_utf8_repair(path):
+    repair = base.needs_utf8_repair(path)
+    if repair:
         cov.notes.append("file is not valid UTF-8: invalid bytes replaced")
     if head.lstrip().startswith("{"):
         return _mpstat_json.parse(path, ctx, cov, TABLES)
     twelve = s.twelve_hour_clock(head)
     comma = s.uses_decimal_comma(head)
     epoch = re.search(r"(?m)^\d{9,11}\s+CPU\s", head) is not None
+    if not (twelve or epoch or repair) and path.stat().st_size >= _fast.MIN_FAST_BYTES:
+        done = _parse_fast(path, ctx, cov, head, comma)
+        if done is not None:
+            return done
     df = _classify(path, "epoch" if epoch else "12h" if twelve else "24h")
     cov.total = df.height
     if not s.ends_with_newline(path) and df.height:
@@ -251,38 +354,12 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     if day0 is None and rows.height:
         cov.notes.append("no banner date: ts is NULL (rows with -U epoch times excepted)")
 
-    hdrs = df.filter(pl.col("kind") == "header").with_columns(
-        pl.col("line").str.replace(_T, "").alias("hkey")
-    )
+    hdrs = headers(df)
     out: dict[str, list[pl.DataFrame]] = {"mpstat_cpu": [], "mpstat_node": [], "mpstat_irq": []}
-    layouts = hdrs.unique("hkey", maintain_order=True).select("hkey", "line")
-    for n, (hkey, hline) in enumerate(layouts.iter_rows()):
-        ids = hdrs.filter(pl.col("hkey") == hkey).get_column("line_no")
-        sub = rows.filter(pl.col("hdr").is_in(ids.implode()))
-        if n >= _MAX_LAYOUTS:
-            cov.add_skipped(f"more than {_MAX_LAYOUTS} distinct header layouts", sub.height)
-            continue
-        lay = s.header_layout(hline)
-        first = next(i for i, t in enumerate(lay.names) if t in ("CPU", "NODE"))
-        kind = _table_kind(list(lay.names[first:]))
-        if kind in ("cpu", "node"):
-            frame = _pct_rows(sub, lay, first, comma)
-            vals = [c for c in frame.columns if c.endswith("_pct")]
-            good = pl.all_horizontal([pl.col(c).is_not_null() for c in vals] or [pl.lit(False)])
-            good = good & ((pl.col("key") == "all") | pl.col("key").str.contains(r"^\d+$"))
-            frame = frame.filter(good)
-            cov.parsed += frame.height
-            table, key = ("mpstat_cpu", "cpu") if kind == "cpu" else ("mpstat_node", "node")
-        else:
-            frame = _irq_rows(sub, lay, first, kind).filter(pl.col("per_s").is_not_null())
-            cov.parsed += frame.get_column("line_no").n_unique()
-            table, key = "mpstat_irq", "cpu"
-        bad = sub.height - frame.get_column("line_no").n_unique()
-        cov.add_skipped("row does not match its header", bad)
-        if frame.height:
-            day = sub.select("line_no", "_sec", "_day")
-            frame = frame.join(day, on="line_no", how="left", maintain_order="left")
-            out[table].append(_finish(frame, key, day0, zone, epoch))
+    day = rows.select("line_no", "_sec", "_day")
+    for table, key, frame in layout_frames(rows, hdrs, comma, cov, []):
+        frame = frame.join(day, on="line_no", how="left", maintain_order="left")
+        out[table].append(_finish(frame, key, day0, zone, epoch))
     tables: dict[str, pl.DataFrame | pl.LazyFrame] = {}
     for name, frames in out.items():
         if frames:

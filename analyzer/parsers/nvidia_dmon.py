@@ -154,9 +154,15 @@ def parse(path: Path, ctx: ParseContext) -> ParseResult:
     text = dict(
         df.filter(pl.col("kind").is_in(["names", "units"])).select("line_no", "line").iter_rows()
     )
-    for (header, units), grp in data.group_by(["header", "units"], maintain_order=True):
-        names = str(text[header]).lstrip("#").split()
-        unit_list = str(text[units]).lstrip("#").split() if units is not None else []
+    # dmon repeats its header every few rows: group by the header's text, not its line, so
+    # a 24 h file is one group per layout instead of one per repetition.
+    data = data.with_columns(
+        _ht=pl.col("header").replace_strict(text, default=None, return_dtype=pl.String),
+        _ut=pl.col("units").replace_strict(text, default=None, return_dtype=pl.String),
+    )
+    for (htext, utext), grp in data.group_by(["_ht", "_ut"], maintain_order=True):
+        names = str(htext).lstrip("#").split()
+        unit_list = str(utext).lstrip("#").split() if utext is not None else []
         if len(unit_list) != len(names):
             unit_list = [""] * len(names)
         grp = grp.with_columns(tok=_tokens(line))
@@ -164,6 +170,7 @@ def parse(path: Path, ctx: ParseContext) -> ParseResult:
         cov.add_skipped("column count differs from header", grp.height - ok.height)
         fields = ok.select(
             "line_no",
+            "header",
             *(pl.col("tok").list.get(i).alias(f"c{i}") for i in range(len(names))),
         )
         frame, other, note = _typed(fields, names, unit_list, ctx, tz)
@@ -184,8 +191,9 @@ def parse(path: Path, ctx: ParseContext) -> ParseResult:
     tables: dict[str, pl.DataFrame | pl.LazyFrame] = {
         "gpu_dmon": TABLES["gpu_dmon"].conform(dmon).collect()
     }
-    if others:
-        tables["gpu_dmon_other"] = TABLES["gpu_dmon_other"].conform(pl.concat(others)).collect()
+    if others:  # in the order of header blocks, then metric, then line
+        other = pl.concat(others).sort(["_hdr", "_metric", "_line"], maintain_order=True)
+        tables["gpu_dmon_other"] = TABLES["gpu_dmon_other"].conform(other).collect()
     return ParseResult(tables=tables, coverage=cov, meta={})
 
 
@@ -221,12 +229,14 @@ def _typed(
         else pl.lit(None, pl.Int32).alias("gpu"),
     ]
     unknown = []
+    done: set[str] = set()
     for i, name in enumerate(names):
         key = name.lower()
         if key in ("date", "time", "gpu"):
             continue
         raw = pl.col(f"c{i}")
-        if key in _METRICS:
+        if key in _METRICS and _METRICS[key][0] not in done:  # a mangled header may repeat one
+            done.add(_METRICS[key][0])
             target, dtype = _METRICS[key][0], _METRICS[key][1]
             if dtype == pl.Boolean:
                 exprs.append((base.decimal_number(raw) != 0).alias(target))
@@ -248,7 +258,10 @@ def _typed(
                 pl.lit(name).alias("metric"),
                 pl.lit(units[i]).alias("unit"),
                 base.decimal_number(pl.col(f"c{i}")).alias("value"),
+                pl.col("header").alias("_hdr"),
+                pl.lit(n).alias("_metric"),
+                pl.col("line_no").alias("_line"),
             )
-            for i, name in unknown
+            for n, (i, name) in enumerate(unknown)
         )
     return typed, other, note

@@ -161,6 +161,8 @@ def _split_rows(rows: pl.DataFrame) -> pl.DataFrame:
     for sig in rows["sig"].unique().drop_nulls().to_list():
         names = sig.split(" ")[:-1]
         cols = [COLUMNS.get(n, f"_unknown{i}") for i, n in enumerate(names)]
+        # a mangled header may repeat a column: the first one wins
+        cols = [c if c not in cols[:i] else f"_unknown{i}" for i, c in enumerate(cols)]
         rx = "^" + r"(\S+)\s+" * len(names) + r"(.*?)\s*$"
         sub = rows.filter(pl.col("sig") == sig)
         g = pl.col("rest").str.extract_groups(rx)

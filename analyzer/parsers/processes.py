@@ -135,7 +135,8 @@ def _kb(expr: pl.Expr) -> pl.Expr:
     mult = g.struct.field("2").replace_strict(
         {"": 1, "k": 1, "m": 1024, "g": 1024**2, "t": 1024**3}, default=None, return_dtype=pl.Int64
     )
-    return (g.struct.field("1").cast(pl.Float64, strict=False) * mult).round().cast(pl.Int64)
+    value = g.struct.field("1").cast(pl.Float64, strict=False) * mult
+    return value.round().cast(pl.Int64, strict=False)  # > 2**63: NULL, not a crash
 
 
 def _block(block: pl.DataFrame, header: str) -> tuple[pl.DataFrame, pl.Series]:
@@ -169,7 +170,10 @@ def _block(block: pl.DataFrame, header: str) -> tuple[pl.DataFrame, pl.Series]:
         comm, args = pl.lit(None, pl.String), rest
     out = block.with_columns(*cols, comm.alias("comm"), args.alias("args"), rest.alias("_rest"))
     ok = out["_rest"].is_not_null()
-    names = {f"f{i}": _COLS.get(f.upper(), f"x_{i}") for i, f in enumerate(fields)}
+    names: dict[str, str] = {}
+    for i, f in enumerate(fields):  # a mangled header may repeat a column: the first one wins
+        col = _COLS.get(f.upper(), f"x_{i}")
+        names[f"f{i}"] = col if col not in names.values() else f"x_{i}"
     out = out.filter(ok).rename(names).drop("_rest")
     return out, ok
 

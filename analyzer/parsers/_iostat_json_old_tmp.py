@@ -1,0 +1,141 @@
+"""``iostat -o JSON`` (sysstat 11.5+): read line by line, never as one document.
+
+sysstat writes one ``{"disk_device": ...}`` record per line, the ``"avg-cpu": {...}`` object
+on one line and ``"timestamp"`` (``-t`` only) on its own line, so each line is tokenized with
+polars regexes like the text format; a statistics element (a report) starts at a line that
+is just ``{`` after the ``"statistics"`` key. Keys are mapped by name exactly like the text
+headers (``util`` = ``%util``, ``rrqm`` = ``%rrqm``, ``MB_read/s`` scaled to kB).
+
+Known upstream quirk, kept as printed: sysstat 12.2.0's JSON reports ``rkB/s``/``wkB/s``/
+``dkB/s`` twice the text values (sectors, not kB); 12.6.1 prints them correctly.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+
+from analyzer.errors import ParseError
+from analyzer.parsers import _iostat_cols as c
+from analyzer.parsers import _sysstat as s
+from analyzer.parsers import base
+
+_NUM = r'"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)'
+
+
+def _field(key: str) -> pl.Expr:
+    return pl.col("line").str.extract('"' + re.escape(key) + _NUM).cast(pl.Float64, strict=False)
+
+
+def _head_value(head: str, key: str) -> str | None:
+    m = re.search(r'"' + re.escape(key) + r'"\s*:\s*"?([^",\n]*)"?', head)
+    return m[1] if m else None
+
+
+def parse(path: Path, ctx: base.ParseContext, cov: base.Coverage) -> base.ParseResult:
+    """Parse an iostat JSON file into ``iostat_cpu`` and ``iostat_device``."""
+    head = base.read_head(path)
+    line = pl.col("line")
+    kind = (
+        pl.when(line.str.contains(r'^\s*\{\s*"disk_device"\s*:'))
+        .then(pl.lit("disk"))
+        .when(line.str.contains(r'^\s*"avg-cpu"\s*:'))
+        .then(pl.lit("cpu"))
+        .when(line.str.contains(r'^\s*"timestamp"\s*:'))
+        .then(pl.lit("ts"))
+        .when(line.str.strip_chars() == "{")
+        .then(pl.lit("open"))
+        .when(line.str.contains(r'^\s*"statistics"\s*:'))
+        .then(pl.lit("stats"))
+        .when(line.str.contains(r"^\s*$"))
+        .then(pl.lit("blank"))
+        .when(line.str.contains(r'^[\s\[\]{}(),]*("[^"]+"\s*:.*)?$'))
+        .then(pl.lit("json"))
+        .otherwise(pl.lit("other"))
+    )
+    df = (
+        base.read_lines(path)
+        .with_columns(kind.alias("kind"))
+        .with_columns(
+            (
+                ((pl.col("kind") == "open") & ((pl.col("kind") == "stats").cum_sum() > 0))
+                .cast(pl.Int32)
+                .cum_sum()
+                - 1
+            ).alias("report")
+        )
+        .collect(engine="streaming")
+    )
+    cov.total = df.height
+    counts = dict(df.group_by("kind").len().iter_rows())
+    if counts.get("disk", 0) + counts.get("cpu", 0) + counts.get("stats", 0) == 0 and (
+        cov.total - counts.get("blank", 0)
+    ):
+        raise ParseError(f"{ctx.file_name or path.name}: no iostat JSON statistics found")
+    cov.add_structure("blank", counts.get("blank", 0))
+    cov.add_structure("json", sum(counts.get(k, 0) for k in ("json", "open", "stats")))
+    cov.add_structure("timestamp", counts.get("ts", 0))
+    cov.add_skipped("not JSON", counts.get("other", 0))
+
+    complete = line.str.contains(r"\}\s*,?\s*$")
+    disks = df.filter(pl.col("kind") == "disk")
+    keys = sorted(set(re.findall(r'"([^"]+)"\s*:\s*-?\d', "\n".join(disks["line"].head(200)))))
+    casts = []
+    for k in keys:
+        col = c.device_column(k)
+        if col:
+            name, factor, is_int = col
+            v = _field(k) * factor
+            casts.append((v.round(0).cast(pl.Int64) if is_int else v).alias(name))
+    device = line.str.extract(r'"disk_device"\s*:\s*"([^"]*)"')
+    dev = disks.filter(complete & device.is_not_null()).select(
+        "line_no",
+        "report",
+        device.str.strip_chars(" ").alias("device"),
+        device.str.starts_with(" ").alias("is_group"),
+        *casts,
+    )
+    cov.add_skipped("malformed JSON disk record", disks.height - dev.height)
+    cpus = df.filter(pl.col("kind") == "cpu")
+    cpu = cpus.filter(complete).select(
+        "line_no", "report", *[_field(k).alias(v) for k, v in c.CPU_COLUMNS.items()]
+    )
+    cov.add_skipped("malformed JSON avg-cpu record", cpus.height - cpu.height)
+    cov.parsed = dev.height + cpu.height
+
+    date_text = _head_value(head, "date") or ""
+    ts_rows = df.filter(pl.col("kind") == "ts")
+    zone = s.tz_for(ctx, cov) if ts_rows.height else None
+    stamp = line.str.extract(r'"timestamp"\s*:\s*"([^"]*)"')
+    stamp = (
+        pl.when(stamp.str.contains(r"^\d{1,2}:\d{2}"))
+        .then(pl.lit(date_text + " ") + stamp)
+        .otherwise(stamp)
+    )
+    stamps = ts_rows.select("report", s.stamp_to_utc(stamp, zone).alias("ts")).unique(
+        "report", keep="first"
+    )
+    flags = s.short_flags(ctx.command)
+    y = bool(flags and "y" in flags)
+    if flags is None:
+        cov.notes.append("no iostat command line known: first report assumed since boot (no -y)")
+    times = c.report_times(df, stamps, ctx, y, cov.notes)
+    tables: dict[str, pl.DataFrame | pl.LazyFrame] = {}
+    if dev.height:
+        dev = c.flag_partitions(dev, ctx, cov.notes).join(
+            times, on="report", how="left", maintain_order="left"
+        )
+        tables["iostat_device"] = c.TABLES["iostat_device"].conform(dev).collect()
+    if cpu.height:
+        cpu = cpu.join(times, on="report", how="left", maintain_order="left")
+        tables["iostat_cpu"] = c.TABLES["iostat_cpu"].conform(cpu).collect()
+    cpus_n = _head_value(head, "number-of-cpus")
+    meta: dict[str, object] = {
+        "host": _head_value(head, "nodename"),
+        "kernel": _head_value(head, "release"),
+        "cpus": int(cpus_n) if cpus_n and cpus_n.strip().isdigit() else None,
+        "date": d.isoformat() if (d := s.parse_date(date_text)) else None,
+    }
+    return base.ParseResult(tables=tables, coverage=cov, meta=meta)
