@@ -15,7 +15,7 @@ the `sampling_gap` detector reports them. Several samples in one second are aver
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import duckdb
 import polars as pl
@@ -139,6 +139,11 @@ def _has_rows(con: duckdb.DuckDBPyConnection, name: str, sql: str) -> bool:
         return False
 
 
+# A sample describes at most this many seconds before it (10 s histograms, 1–60 s
+# samplers); broken clocks must not make one sample cover years of grid.
+MAX_STEP_S = 600
+
+
 def _expanded(sql: str, cols: tuple[str, ...], with_interval: bool) -> str:
     """Per-second rows of ``sql`` spread over the seconds each sample covers."""
     values = [c for c in cols if not (with_interval and c.endswith("_interval_s"))]
@@ -148,7 +153,7 @@ def _expanded(sql: str, cols: tuple[str, ...], with_interval: bool) -> str:
     extra = f", max(step)::DOUBLE AS {cols[-1]}" if with_interval else ""
     return f"""(
         WITH p AS ({renamed}),
-        st AS (SELECT coalesce(greatest(1, round(median(d))), 1)::INT AS step FROM (
+        st AS (SELECT coalesce(least(greatest(1, round(median(d))), {MAX_STEP_S}), 1)::INT AS step FROM (
                  SELECT epoch(sec) - epoch(lag(sec) OVER (ORDER BY sec)) AS d FROM p)),
         x AS (SELECT unnest(generate_series(p.sec - to_seconds(st.step - 1), p.sec, INTERVAL 1 SECOND)) AS ts,
                      st.step AS step, {inner} FROM p, st WHERE p.sec IS NOT NULL)
@@ -176,7 +181,7 @@ def build(
             continue
         chosen.append((group, alt))
         step = con.sql(
-            f"SELECT coalesce(greatest(1, round(median(d))), 1) FROM (SELECT epoch(sec) - epoch(lag(sec) OVER (ORDER BY sec)) AS d FROM (SELECT DISTINCT sec FROM ({alt.sql}) AS q WHERE sec IS NOT NULL))"
+            f"SELECT coalesce(least(greatest(1, round(median(d))), {MAX_STEP_S}), 1) FROM (SELECT epoch(sec) - epoch(lag(sec) OVER (ORDER BY sec)) AS d FROM (SELECT DISTINCT sec FROM ({alt.sql}) AS q WHERE sec IS NOT NULL))"
         ).fetchall()[0][0]
         source_rows += [(c, alt.table, float(step), alt.note or None) for c in cols]
     if cpus is None:
@@ -212,6 +217,10 @@ def build(
     return SIGNALS.conform(con.sql("SELECT * FROM signals ORDER BY ts").pl()).collect()
 
 
+# The manifest accepts captures of up to 8 days; a longer grid means broken timestamps.
+MAX_GRID = timedelta(days=8)
+
+
 def _span(
     con: duckdb.DuckDBPyConnection,
     subs: dict[str, str],
@@ -231,7 +240,16 @@ def _span(
     lo, hi = con.sql(
         f"SELECT date_trunc('second', '{start.isoformat()}'::TIMESTAMPTZ), date_trunc('second', '{end.isoformat()}'::TIMESTAMPTZ)"
     ).fetchall()[0]
-    return lo, max(lo, hi)
+    hi = max(lo, hi)
+    if hi - lo > MAX_GRID and subs:
+        # Hostile or broken clocks (samples years apart): keep the grid bounded, centred
+        # on the median sample time, where the real capture is.
+        union = " UNION ALL ".join(f"SELECT ts FROM {s}" for s in subs.values())
+        mid = con.sql(f"SELECT quantile_disc(ts, 0.5) FROM ({union})").fetchall()[0][0]
+        if mid is not None:
+            lo = max(lo, mid - MAX_GRID / 2)
+            hi = min(hi, lo + MAX_GRID)
+    return lo, hi
 
 
 def _cpu_count(con: duckdb.DuckDBPyConnection) -> int | None:
