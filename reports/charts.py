@@ -1,126 +1,66 @@
-"""Plotly figures for the HTML report, as plain dicts (``{"data": [...], "layout": {...}}``).
+"""Plotly figures for the HTML report's time-aligned panels, as plain dicts.
 
-Pure functions: polars frames in, figure dicts out; no store access and no I/O. Every frame
-carries ``x`` in epoch milliseconds (UTC), the page draws each dict with ``Plotly.newPlot``.
+Pure functions: polars frames in, ``{"data": [...], "layout": {...}}`` out; no store access,
+no I/O. Every frame carries ``x`` in epoch milliseconds (UTC); the page draws each dict with
+``Plotly.newPlot`` and links every panel's ``xaxis`` (one time axis for the whole report).
 
 Strings that come from data (device names, event text) are HTML-escaped before they reach
 plotly, which renders a subset of HTML (including links) in names and hover labels.
 
-Rules from PERFORMANCE-NOTES: x as numbers, long series reduced to ~2000 points per trace with
-min/max per bucket (spikes survive, averaging would hide them), no WebGL traces, per-CPU data
-as one heatmap.
+Rules from PERFORMANCE-NOTES: x as numbers, long series reduced with min/max per bucket
+(:mod:`reports.downsample`), no WebGL traces, per-CPU data as one heatmap. Every panel has
+the same left/right margins so the plot areas line up vertically.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
 import polars as pl
 
-MAX_POINTS = 2000
-HEATMAP_COLUMNS = 1200
+from reports.downsample import MAX_POINTS, gap_breaks, minmax_downsample, rows_downsample
+
+HEATMAP_COLUMNS = 900
 PANEL_HEIGHT = 230
+ROW_HEIGHT = 110
+ROW_GAP = 22
 # Fixed margins so that every panel's plot area starts and ends at the same pixel: the
 # x axes line up vertically and linked zoom reads as one timeline.
 MARGIN = {"l": 70, "r": 170, "t": 30, "b": 30, "autoexpand": False}
-
+PALETTE = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+    "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39",
+    "#7b4173", "#3182bd",
+]  # fmt: skip
 SEVERITY_COLORS = {
     "critical": "#d62728",
     "major": "#ff7f0e",
     "minor": "#bcbd22",
     "info": "#1f77b4",
 }
-# In order of importance: when there are too many events for vertical lines on every chart,
-# the most important kinds get them first (the events strip always shows all of them).
-EVENT_COLORS = {
-    "oom_kill": "#d62728",
-    "xid": "#ff7f0e",
-    "hung_task": "#9467bd",
-    "soft_lockup": "#17becf",
-    "oom_invoked": "#e377c2",
-    "segfault": "#7f7f7f",
-    "io_error": "#8c564b",
-}
-MAX_EVENT_LINES = 150
 
 Figure = dict[str, Any]
 
 
-def _minmax_rows(data: pl.DataFrame, y: str, x: str, max_points: int) -> pl.Series:
-    """Row numbers (sorted) of each bucket's min and max of ``y``; ``data`` sorted by x."""
-    buckets = max(max_points // 2, 1)
-    lo, hi = data[x].min(), data[x].max()
-    span = int(hi - lo) + 1  # type: ignore[operator]
-    idx = (
-        data.select(x, y)
-        .with_row_index("_i")
-        .drop_nulls(y)
-        .with_columns(((pl.col(x) - lo) * buckets // span).alias("_b"))
-        .group_by("_b")
-        .agg(
-            pl.col("_i").sort_by(pl.col(y)).first().alias("_min"),
-            pl.col("_i").sort_by(pl.col(y)).last().alias("_max"),
-        )
-    )
-    return pl.concat([idx["_min"], idx["_max"]]).unique().sort()
+@dataclass
+class Row:
+    """One sub-chart of a multi-row panel: its y-axis label and its traces."""
+
+    label: str
+    traces: list[dict[str, Any]] = field(default_factory=list)
+    y_range: list[float] | None = None
 
 
-def minmax_downsample(
-    frame: pl.DataFrame, y: str, *, x: str = "x", max_points: int = MAX_POINTS
-) -> pl.DataFrame:
-    """Reduce ``frame[x, y]`` to at most ~``max_points`` rows keeping each bucket's min and max.
+def _values(series: pl.Series, digits: int = 4) -> list[Any]:
+    """Values for JSON: floats to ``digits`` significant digits (plenty for a chart).
 
-    Buckets are equal slices of the x range; within a bucket the rows holding the minimum and
-    the maximum of ``y`` are kept in their original order, so a one-sample spike survives.
-
-    >>> f = pl.DataFrame({"x": range(10_000), "v": [0.0] * 10_000})
-    >>> f = f.with_columns(v=pl.when(pl.col("x") == 5_001).then(99.0).otherwise("v"))
-    >>> out = minmax_downsample(f, "v", max_points=100)
-    >>> out.height <= 100, out["v"].max()
-    (True, 99.0)
+    >>> _values(pl.Series([1953.125, 0.012345, 99.99, None, float("nan")]))
+    [1953.0, 0.01235, 99.99, None, None]
     """
-    data = frame.select(x, y).drop_nulls(y).sort(x)
-    if data.height <= max_points:
-        return data
-    return data.select(pl.all().gather(_minmax_rows(data, y, x, max_points)))
-
-
-def rows_downsample(
-    frame: pl.DataFrame, key: str, *, x: str = "x", max_points: int = MAX_POINTS
-) -> pl.DataFrame:
-    """Like :func:`minmax_downsample` but keeps whole rows, chosen by ``key``'s min and max.
-
-    For stacked series (CPU us/sy/wa/id) whose columns must stay aligned on one x and sum to
-    100: the busiest and idlest sample of each bucket are kept.
-    """
-    data = frame.sort(x)
-    if data.height <= max_points:
-        return data
-    return data.select(pl.all().gather(_minmax_rows(data, key, x, max_points)))
-
-
-def gap_breaks(frame: pl.DataFrame, *, x: str = "x", factor: float = 3.0) -> list[int]:
-    """x positions just after each gap longer than ``factor`` × the median sample interval.
-
-    A row with this x and null values makes plotly break the line instead of drawing a
-    straight segment across a stretch without data (an interrupted capture).
-    """
-    xs = frame.select(pl.col(x).unique().sort()).to_series()
-    if xs.len() < 3:
-        return []
-    diff = xs.diff()
-    median = diff.median()
-    if not median:
-        return []
-    limit = float(median) * factor  # type: ignore[arg-type]
-    starts = xs.filter(diff.shift(-1) > limit)
-    return [int(v) + 1 for v in starts.to_list()]
-
-
-def _values(series: pl.Series, digits: int = 2) -> list[Any]:
     if series.dtype.is_float():
-        series = series.fill_nan(None).round(digits)
+        series = series.fill_nan(None).round_sig_figs(digits)
     return series.to_list()
 
 
@@ -131,10 +71,13 @@ def line_trace(
     *,
     breaks: list[int] | None = None,
     scale: float = 1.0,
+    max_points: int = MAX_POINTS,
     **extra: Any,
 ) -> dict[str, Any]:
-    """One downsampled ``scatter`` line trace of column ``y``."""
-    data = minmax_downsample(frame.select("x", pl.col(y).cast(pl.Float64) * scale), y)
+    """One downsampled ``scatter`` line trace of column ``y`` (``name`` already escaped)."""
+    data = minmax_downsample(
+        frame.select("x", pl.col(y).cast(pl.Float64) * scale), y, max_points=max_points
+    )
     if breaks:
         nulls = pl.DataFrame({"x": breaks, y: [None] * len(breaks)}, schema=data.schema)
         data = pl.concat([data, nulls]).sort("x")
@@ -180,72 +123,86 @@ def layout(
     return out
 
 
-def finding_shapes(findings: pl.DataFrame) -> list[dict[str, Any]]:
-    """Shaded rectangles for finding windows (columns x0, x1 in epoch ms, severity)."""
-    shapes = []
-    for row in findings.iter_rows(named=True):
-        x0 = row.get("x0")
-        x1 = row.get("x1") or x0
-        if x0 is None:
-            continue
-        color = SEVERITY_COLORS.get(str(row.get("severity") or "info"), "#1f77b4")
-        shapes.append(
+def rows_figure(rows: list[Row], title: str, x_range: tuple[int, int] | None) -> Figure:
+    """Several sub-charts stacked on one shared time axis (``x``), one y axis per row."""
+    n = len(rows)
+    plot_h = n * ROW_HEIGHT + (n - 1) * ROW_GAP
+    lay = layout(title, x_range, height=plot_h + MARGIN["t"] + MARGIN["b"])
+    lay["xaxis"]["anchor"] = "y" if n == 1 else f"y{n}"
+    annotations = []
+    data = []
+    for i, row in enumerate(rows):
+        top = 1 - i * (ROW_HEIGHT + ROW_GAP) / plot_h
+        bottom = max(top - ROW_HEIGHT / plot_h, 0.0)
+        name = "yaxis" if i == 0 else f"yaxis{i + 1}"
+        axis: dict[str, Any] = {
+            "domain": [round(bottom, 4), round(top, 4)],
+            "anchor": "x",
+            "fixedrange": True,
+            "zeroline": False,
+            "tickfont": {"size": 10},
+        }
+        legend = "legend" if i == 0 else f"legend{i + 1}"
+        lay[legend] = {"x": 1.01, "y": top, "xanchor": "left", "yanchor": "top", "font": {"size": 10},
+                       "tracegroupgap": 0}  # fmt: skip
+        if all(t.get("type") == "scatter" for t in row.traces):
+            axis["rangemode"] = "tozero"  # rates, sizes, percentages: never below zero
+        if row.y_range is not None:
+            axis["range"] = row.y_range
+        lay[name] = axis
+        annotations.append(
             {
-                "type": "rect",
-                "xref": "x",
+                "text": escape(row.label),
+                "xref": "paper",
                 "yref": "paper",
-                "x0": x0,
-                "x1": max(x1, x0 + 1000),
-                "y0": 0,
-                "y1": 1,
-                "fillcolor": color,
-                "opacity": 0.15,
-                "line": {"width": 0},
-                "layer": "below",
+                "x": 0,
+                "y": top,
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "showarrow": False,
+                "font": {"size": 11, "color": "#444"},
             }
         )
-    return shapes
+        ref = "y" if i == 0 else f"y{i + 1}"
+        data += [{**t, "xaxis": "x", "yaxis": ref, "legend": legend} for t in row.traces]
+    lay["annotations"] = annotations
+    lay["title"]["text"] = ""
+    return {"data": data, "layout": lay}
 
 
-def event_lines(events: pl.DataFrame, cap: int = MAX_EVENT_LINES) -> tuple[list[str], list[str]]:
-    """Which event kinds get vertical lines: whole kinds, most important first, ≤ ``cap`` lines.
+def entity_traces(
+    frame: pl.DataFrame,
+    group: str,
+    y: str,
+    colors: dict[str, str],
+    *,
+    first_row: bool,
+    scale: float = 1.0,
+    max_points: int = MAX_POINTS,
+    min_gap: int = 0,
+) -> list[dict[str, Any]]:
+    """One line per value of ``group`` (long frame x, group, y), coloured per entity.
 
-    Returns (kinds drawn, kinds left to the events strip because they did not fit).
-
-    >>> ev = pl.DataFrame({"x": [1, 2, 3, 4], "kind": ["io_error"] * 3 + ["xid"]})
-    >>> event_lines(ev, cap=2)
-    (['xid'], ['io_error'])
+    Each entity keeps its colour in every row (``colors``) and one legend entry.
     """
-    rank = {k: i for i, k in enumerate(EVENT_COLORS)}
-    counts = events.group_by("kind").len().rows()
-    drawn, left, total = [], [], 0
-    for kind, n in sorted(counts, key=lambda kn: (rank.get(kn[0], len(rank)), str(kn[0]))):
-        if total + n <= cap:
-            drawn.append(kind)
-            total += n
-        else:
-            left.append(kind)
-    return drawn, left
-
-
-def event_shapes(events: pl.DataFrame, kinds: list[str]) -> list[dict[str, Any]]:
-    """Thin vertical lines at dmesg events (columns x, kind) of the given kinds."""
-    shapes = []
-    for row in events.filter(pl.col("kind").is_in(kinds)).iter_rows(named=True):
-        shapes.append(
-            {
-                "type": "line",
-                "xref": "x",
-                "yref": "paper",
-                "x0": row["x"],
-                "x1": row["x"],
-                "y0": 0,
-                "y1": 1,
-                "line": {"width": 1, "dash": "dot", "color": EVENT_COLORS.get(row["kind"], "#444")},
-                "opacity": 0.6,
-            }
+    traces = []
+    for (key,), part in frame.sort(group).group_by(group, maintain_order=True):
+        part = part.sort("x")
+        name = escape(str(key))
+        traces.append(
+            line_trace(
+                part,
+                y,
+                name,
+                breaks=gap_breaks(part, min_gap=min_gap),
+                scale=scale,
+                max_points=max_points,
+                legendgroup=name,
+                showlegend=first_row,
+                line={"width": 1.2, "color": colors.get(str(key), "#444")},
+            )
         )
-    return shapes
+    return traces
 
 
 def cpu_figure(
@@ -254,7 +211,7 @@ def cpu_figure(
     """Stacked CPU time (percent). ``parts`` = [(column, label)], the idle column last."""
     busy = pl.sum_horizontal([pl.col(c).fill_null(0) for c, _ in parts[:-1]]).alias("_busy")
     data = rows_downsample(frame.with_columns(busy), "_busy")
-    colors = ["#1f77b4", "#ff7f0e", "#d62728", "#9467bd", "#8c564b", "#e0e0e0"]
+    colors = ["#1f77b4", "#ff7f0e", "#d62728", "#9467bd", "#8c564b", "#17becf", "#e0e0e0"]
     traces = []
     for i, (col, label) in enumerate(parts):
         color = colors[-1] if i == len(parts) - 1 else colors[i % (len(colors) - 1)]
@@ -310,31 +267,42 @@ def grouped_lines_figure(
     return {"data": traces, "layout": layout(title, x_range, y_title=y_title, **kw)}
 
 
-def events_figure(events: pl.DataFrame, x_range: tuple[int, int] | None, **kw: Any) -> Figure:
-    """Classified kernel events as markers, one row per kind (columns x, kind, text).
+def heatmap_trace(
+    frame: pl.DataFrame,
+    row: str,
+    value: str,
+    *,
+    colorbar: str = "%",
+    zmax: float | None = 100.0,
+    order: list[str] | None = None,
+    hover: str = "%{y}: %{z}",
+    absent_is_zero: bool = False,
+) -> dict[str, Any]:
+    """A time × ``row`` heatmap trace from a long frame (x already bucketed, row, value).
 
-    ``text`` must already be HTML-escaped: plotly renders a subset of HTML in hover labels.
+    ``absent_is_zero``: a row missing at a time that has other rows counts 0 (a histogram
+    prints only its non-empty buckets), instead of a hole.
     """
-    traces = []
-    for (kind,), part in events.sort("kind").group_by("kind", maintain_order=True):
-        traces.append(
-            {
-                "type": "scatter",
-                "mode": "markers",
-                "name": escape(str(kind)),
-                "x": part["x"].to_list(),
-                "y": [escape(str(kind))] * part.height,
-                "text": part["text"].to_list(),
-                "marker": {"symbol": "line-ns-open", "size": 14, "color": EVENT_COLORS.get(kind)},
-                "hovertemplate": "%{text}<extra></extra>",
-            }
-        )
-    kinds = events["kind"].n_unique() if events.height else 1
-    lay = layout(
-        "Kernel events (dmesg)", x_range, height=60 + 28 * kinds, hovermode="closest", **kw
-    )
-    lay["yaxis"].update(type="category", automargin=False)
-    return {"data": traces, "layout": lay}
+    wide = frame.pivot(on=row, index="x", values=value, aggregate_function="max").sort("x")
+    if absent_is_zero:
+        wide = wide.fill_null(0)
+    present = [c for c in wide.columns if c != "x"]
+    rows = [r for r in order if r in present] if order else sorted(present, key=_natural)
+    # Whole numbers are plenty for a colour; integers keep 128 CPUs × 1200 columns small.
+    z = [wide[c].cast(pl.Float64).fill_nan(None).round(0).cast(pl.Int64).to_list() for c in rows]
+    trace = {
+        "type": "heatmap",
+        "x": wide["x"].to_list(),
+        "y": [escape(r) for r in rows],
+        "z": z,
+        "colorscale": "Viridis",
+        "zmin": 0,
+        "colorbar": {"title": {"text": colorbar}, "thickness": 10, "x": 1.01, "len": 1},
+        "hovertemplate": hover + "<extra></extra>",
+    }
+    if zmax is not None:
+        trace["zmax"] = zmax
+    return trace
 
 
 def heatmap_figure(
@@ -349,23 +317,8 @@ def heatmap_figure(
     **kw: Any,
 ) -> Figure:
     """A time × ``row`` heatmap from a long frame (x already bucketed, row, value)."""
-    wide = frame.pivot(on=row, index="x", values=value, aggregate_function="max").sort("x")
-    rows = sorted((c for c in wide.columns if c != "x"), key=_natural)
-    # Whole percent is plenty for a colour; integers keep 128 CPUs × 1200 columns small.
-    z = [wide[c].cast(pl.Float64).fill_nan(None).round(0).cast(pl.Int64).to_list() for c in rows]
-    trace = {
-        "type": "heatmap",
-        "x": wide["x"].to_list(),
-        "y": [escape(r) for r in rows],
-        "z": z,
-        "colorscale": "Viridis",
-        "zmin": 0,
-        "colorbar": {"title": {"text": colorbar}, "thickness": 10, "x": 1.01},
-        "hovertemplate": "%{y}: %{z}<extra></extra>",
-    }
-    if zmax is not None:
-        trace["zmax"] = zmax
-    height = max(PANEL_HEIGHT, min(700, 60 + 4 * len(rows)))
+    trace = heatmap_trace(frame, row, value, colorbar=colorbar, zmax=zmax)
+    height = max(PANEL_HEIGHT, min(700, 60 + 4 * len(trace["y"])))
     lay = layout(title, x_range, height=height, hovermode="closest", **kw)
     lay["yaxis"].update(type="category", title={"text": row})
     return {"data": [trace], "layout": lay}

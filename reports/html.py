@@ -1,19 +1,21 @@
 """Render the self-contained HTML incident report from a loaded DuckDB store.
 
-``render_html(con, out_path)`` is the whole public API. The page is one file: the vendored
-plotly.js partial bundle, the CSS and the page script are inlined once; chart data travels as
-one JSON block (``<script type="application/json">``) with ``<``, ``>``, ``&`` and U+2028/9
-escaped, so no string from a bundle can close the script element. Templates are autoescaped;
-the only ``Markup`` values are the package's own static files and that escaped JSON.
+``render_html(con, out_path, role=...)`` is the public API. The page is one file: the
+vendored plotly.js partial bundle, the CSS and the page script are inlined once; chart data
+travels as one JSON block (``<script type="application/json">``) with ``<``, ``>``, ``&``
+and U+2028/9 escaped, so no string from a bundle can close the script element. Templates are
+autoescaped; the only ``Markup`` values are the package's own static files, that escaped
+JSON, and :func:`code_spans` output (escaped text with ``<code>`` around backtick spans).
 
-Sections (one template each, see ``templates/``): header, summary, timeline, panels,
-findings, coverage, appendix.
+Sections (one template each, see ``templates/`` and docs/report.md): header, summary,
+timeline, panels, findings, audit, coverage, appendix.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
@@ -23,49 +25,48 @@ from typing import Any
 
 import duckdb
 import jinja2
-from markupsafe import Markup
+import polars as pl
+from markupsafe import Markup, escape
 
-from reports import panels as P
-from reports.queries import Store, skip_reasons
+from reports import charts_events
+from reports.audit import run_audit
+from reports.charts_findings import swimlanes_figure
+from reports.coverage import coverage_context, manifest_rows, reproduce
+from reports.findings_view import build_cards
+from reports.incidents import (
+    SEVERITY_ORDER,
+    detector_status,
+    load_findings,
+    load_incidents,
+    verdict,
+)
+from reports.panels import Frame, all_panels
+from reports.panels_host import events_frame
+from reports.queries import Store
 from reports.timefmt import TimeFormatter
 
 PLOTLY_JS = "static/plotly/plotly-cartesian.min.js"
-SEVERITY_ORDER = ["critical", "major", "minor", "info"]
-STATUS_ORDER = [
-    "failed", "refused", "timeout", "unrecognised", "partial", "missing",
-    "empty", "parser pending", "skipped", "parsed",
-]  # fmt: skip
-PROBLEM_STATUSES = {"failed", "refused", "timeout", "unrecognised"}
 MAX_EVENT_ROWS = 500
-FINDING_COLUMNS = [
-    "key", "kind", "title", "severity", "start_ts", "end_ts",
-    "summary", "impact", "remediation",
-]  # fmt: skip
-COLLECTOR_COLUMNS = [
-    "file", "collector", "tool", "status", "bytes", "lines_total", "lines_parsed",
-    "lines_structure", "lines_skipped", "parsed_pct", "skip_reasons", "notes",
-    "stderr_tail", "exit_code", "manifest_status", "reason", "tables",
-]  # fmt: skip
 BUNDLE_COLUMNS = [
     "name", "source_path", "host", "kernel", "os", "arch", "cpus", "start_utc", "end_utc",
     "interval_s", "timezone", "capture_version", "format_version", "manifest_present",
-    "interrupted", "analyzer_version", "analyzed_at",
+    "interrupted", "refused_members", "notes", "analyzer_version", "analyzed_at",
 ]  # fmt: skip
 EVENT_COLUMNS = ["ts", "kind", "level", "pid", "comm", "device", "xid_code", "memcg", "message"]
 
 
-def render_html(con: duckdb.DuckDBPyConnection, out_path: Path) -> Path:
+def render_html(con: duckdb.DuckDBPyConnection, out_path: Path, *, role: str = "auto") -> Path:
     """Write the HTML report for the store behind ``con`` to ``out_path``; return the path."""
     out_path = Path(out_path)
-    html = render_string(con)
+    html = render_string(con, role=role)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(html, encoding="utf-8")
     return out_path
 
 
-def render_string(con: duckdb.DuckDBPyConnection) -> str:
+def render_string(con: duckdb.DuckDBPyConnection, *, role: str = "auto") -> str:
     """The report as one HTML string (what :func:`render_html` writes)."""
-    return _env().get_template("report.html.j2").render(**build_context(Store(con)))
+    return _env().get_template("report.html.j2").render(**build_context(Store(con), role=role))
 
 
 def script_json(value: Any) -> Markup:
@@ -96,11 +97,35 @@ def pack(figure: dict[str, Any]) -> dict[str, Any]:
     traces = []
     for trace in figure.get("data", []):
         xs = trace.get("x")
-        if isinstance(xs, list) and xs and all(type(v) is int for v in xs):
+        if (
+            trace.get("type", "scatter") in ("scatter", "heatmap")
+            and isinstance(xs, list)
+            and xs
+            and all(type(v) is int for v in xs)
+        ):
             trace = {k: v for k, v in trace.items() if k != "x"}
             trace["xd"] = [xs[0]] + [b - a for a, b in pairwise(xs)]
         traces.append(trace)
     return {**figure, "data": traces}
+
+
+_CODE = re.compile(r"`([^`\n]+)`")
+
+
+def code_spans(text: Any) -> Markup:
+    """Escape ``text`` and show its `backtick` spans as ``<code>``.
+
+    >>> str(code_spans("run `sysctl -w a=1` <now>"))
+    'run <code>sysctl -w a=1</code> &lt;now&gt;'
+    """
+    out, last = [], 0
+    raw = "" if text is None else str(text)
+    for m in _CODE.finditer(raw):
+        out.append(str(escape(raw[last : m.start()])))
+        out.append(f"<code>{escape(m.group(1))}</code>")
+        last = m.end()
+    out.append(str(escape(raw[last:])))
+    return Markup("".join(out))
 
 
 def _finite(value: Any) -> Any:
@@ -123,6 +148,7 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["num"] = _num
+    env.filters["code"] = code_spans
     return env
 
 
@@ -141,11 +167,13 @@ def plotly_version() -> str:
 
 
 def _num(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return ""
+    if value is None or isinstance(value, bool):
+        return "" if value is None else str(value)
     if isinstance(value, float):
         if not math.isfinite(value):
             return ""
+        if digits == 1 and abs(value) >= 1000:
+            return f"{value:,.0f}"
         return f"{value:,.{digits}f}"
     if isinstance(value, int):
         return f"{value:,}"
@@ -157,7 +185,7 @@ def _x_range(store: Store, meta: dict[str, Any]) -> tuple[int, int] | None:
     if isinstance(start, int) and isinstance(end, int) and end > start:
         return (start, end)
     spans = []
-    for table in ("vmstat", "mpstat_cpu", "psi", "iostat_device", "gpu_dmon", "dmesg"):
+    for table in ("signals", "vmstat", "mpstat_cpu", "psi", "iostat_device", "gpu_dmon", "dmesg"):
         if store.usable(table, "ts"):
             spans.append(f"SELECT min(epoch_ms(ts)) AS lo, max(epoch_ms(ts)) AS hi FROM {table}")
     if not spans:
@@ -170,61 +198,28 @@ def _x_range(store: Store, meta: dict[str, Any]) -> tuple[int, int] | None:
     return (int(lo), int(hi))
 
 
-def findings_context(store: Store, tf: TimeFormatter) -> dict[str, Any]:
-    """``state`` is 'absent' (detectors not run), 'empty' or 'rows'."""
-    if not store.has("findings"):
-        return {"state": "absent", "rows": [], "counts": {}}
-    rank = (
-        "CASE severity "
-        + " ".join(f"WHEN '{s}' THEN {i}" for i, s in enumerate(SEVERITY_ORDER))
-        + " ELSE 9 END"
-    )
-    order = rank if "severity" in store.columns("findings") else ""
-    if order and "start_ts" in store.columns("findings"):
-        order += ", start_ts"
-    rows = store.records("findings", FINDING_COLUMNS, order=order)
-    counts: dict[str, int] = {}
-    for r in rows:
-        sev = str(r["severity"] or "info")
-        counts[sev] = counts.get(sev, 0) + 1
-        r["x0"], r["x1"] = r["start_ts"], r["end_ts"] or r["start_ts"]
-        r["window"] = tf.window(r["start_ts"], r["end_ts"])
-        r["local"] = tf.local(r["start_ts"])
-    return {"state": "rows" if rows else "empty", "rows": rows, "counts": counts}
-
-
-def coverage_context(store: Store) -> dict[str, Any]:
-    rank = {s: i for i, s in enumerate(STATUS_ORDER)}
-    rows = store.records("collectors", COLLECTOR_COLUMNS)
-    rows.sort(key=lambda r: (rank.get(str(r["status"]), -1), str(r["file"] or "")))
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[str(r["status"])] = counts.get(str(r["status"]), 0) + 1
-        r["reasons"] = skip_reasons(r["skip_reasons"])
-    return {"rows": rows, "counts": counts, "total": len(rows)}
-
-
-def verdict(findings: dict[str, Any], coverage: dict[str, Any]) -> dict[str, str]:
-    """A one-line verdict placeholder driven by findings and coverage (detectors come later)."""
-    counts, total = coverage["counts"], coverage["total"]
-    problems = sum(n for s, n in counts.items() if s in PROBLEM_STATUSES)
-    cov = f"{counts.get('parsed', 0)} of {total} input files parsed fully"
-    if counts.get("partial"):
-        cov += f", {counts['partial']} partially"
-    if problems:
-        cov += f", {problems} failed or unreadable"
-    if findings["state"] == "rows":
-        top = findings["rows"][0]
-        sev = str(top["severity"] or "info")
-        more = len(findings["rows"]) - 1
-        text = f"{sev.upper()}: {top['title'] or top['key'] or top['kind']}"
-        if more:
-            text += f" (+{more} more finding{'s' if more > 1 else ''})"
-        return {"level": sev, "text": text, "coverage": cov}
-    if findings["state"] == "empty":
-        return {"level": "ok", "text": "No findings: detectors found nothing.", "coverage": cov}
-    level = "warn" if problems or not total else "none"
-    return {"level": level, "text": "No findings (detectors not run).", "coverage": cov}
+def gpu_summary(store: Store) -> str:
+    """``'8 × NVIDIA H100 80GB HBM3 (driver 550.54.15)'``, or what is known."""
+    if store.usable("gpu_info", "gpu", "name"):
+        drv = (
+            "any_value(driver_version)" if "driver_version" in store.columns("gpu_info") else "NULL"
+        )
+        rows = store.con.sql(
+            f"SELECT name, count(DISTINCT gpu), {drv} FROM gpu_info WHERE gpu IS NOT NULL GROUP BY name ORDER BY 2 DESC"
+        ).fetchall()
+        parts = [f"{n} × {name}" + (f" (driver {d})" if d else "") for name, n, d in rows if name]
+        if parts:
+            return "; ".join(parts)
+    if store.usable("host_config", "key", "value"):
+        names = store.con.sql(
+            "SELECT value, count(DISTINCT key) FROM host_config WHERE key LIKE 'nvidia.gpu%.name' GROUP BY value"
+        ).fetchall()
+        if names:
+            return "; ".join(f"{n} × {v}" for v, n in names)
+    if store.usable("gpu_dmon", "gpu"):
+        n = store.scalar("SELECT count(DISTINCT gpu) FROM gpu_dmon")
+        return f"{n} GPU{'s' if n != 1 else ''} (model not captured)"
+    return "none seen"
 
 
 def events_table(store: Store, tf: TimeFormatter) -> dict[str, Any]:
@@ -243,42 +238,66 @@ def events_table(store: Store, tf: TimeFormatter) -> dict[str, Any]:
     return {"rows": rows, "total": int(total), "columns": extra, "local": local}
 
 
-def build_context(store: Store) -> dict[str, Any]:
+def build_context(store: Store, *, role: str = "auto") -> dict[str, Any]:
     """Everything the templates need, gathered from the store."""
     meta = dict.fromkeys(BUNDLE_COLUMNS) | store.bundle()
     tf = TimeFormatter(meta.get("timezone"))
     x_range = _x_range(store, meta)
-    findings = findings_context(store, tf)
-    coverage = coverage_context(store)
-    events = P.events_frame(store)
-    shapes = P.charts.finding_shapes(_findings_frame(findings["rows"]))
-    drawn, left = P.charts.event_lines(events)
-    shapes += P.charts.event_shapes(events, drawn)
-    fr = P.Frame(x_range=x_range)
-    timeline = P.timeline_panels(store, events, fr)
-    if left:
-        timeline[0].notes.append(
+    findings = load_findings(store, tf)
+    incidents = load_incidents(store, findings, tf)
+    detectors = detector_status(store)
+    views, evidence = build_cards(store, incidents, tf)
+    anchors = {fid: card["anchor"] for v in views for card in v["cards"] for fid in card["ids"]}
+    events = events_frame(store)
+    frame = pl.DataFrame(
+        {
+            "x0": [f["x0"] for f in findings],
+            "x1": [f["x1"] for f in findings],
+            "severity": [f["severity"] for f in findings],
+        },
+        schema={"x0": pl.Int64, "x1": pl.Int64, "severity": pl.String},
+    )
+    shapes = charts_events.finding_shapes(frame)
+    drawn, left = charts_events.event_lines(events)
+    shapes += charts_events.event_shapes(events, drawn)
+    panels = all_panels(store, events, Frame(x_range))
+    if left and panels and panels[0].figure is not None:
+        panels[0].notes.append(
             "too many to mark on every chart, shown here only: " + ", ".join(map(str, left))
         )
-    details = P.detail_panels(store, fr)
-    details_present = [p for p in details if p.figure is not None]
-    figures = {p.id: p.figure for p in timeline + details if p.figure is not None}
+    figures = {p.id: p.figure for p in panels if p.figure is not None}
+    if findings:
+        lanes = [
+            {**f, "hover": f"{f['label']} — {f['window']}", "key": f["key"] or f["kind"]}
+            for f in findings
+        ]
+        figures = {"p-swimlanes": swimlanes_figure(lanes, x_range)} | figures
+    coverage = coverage_context(store)
     return {
         "meta": meta,
         "header": tf.header(meta, x_range),
-        "verdict": verdict(findings, coverage),
+        "gpus": gpu_summary(store),
+        "verdict": verdict(findings, incidents, detectors, store.has("findings")),
         "findings": findings,
+        "incidents": incidents,
+        "views": views,
+        "anchors": anchors,
+        "detectors": detectors,
+        "detectors_skipped": [d for d in detectors if d["status"] != "evaluated"],
+        "audit": run_audit(store, role),
         "coverage": coverage,
         "events": events_table(store, tf),
-        "timeline": timeline,
-        "details": details_present,
-        "details_absent": [p for p in details if p.figure is None],
+        "panels": panels,
+        "groups": _groups(panels),
+        "reproduce": reproduce(store, meta, incidents, panels),
+        "manifest": manifest_rows(meta, tf),
         "tables": [(t, store.rows(t)) for t in store.tables],
         "figures_json": script_json(
             {
                 "range": x_range,
                 "shapes": shapes,
                 "figures": {k: pack(f) for k, f in figures.items()},
+                "evidence": {k: pack(f) for k, f in evidence.items()},
             }
         ),
         "plotly_js": Markup(static_text(PLOTLY_JS)),
@@ -290,14 +309,10 @@ def build_context(store: Store) -> dict[str, Any]:
     }
 
 
-def _findings_frame(rows: list[dict[str, Any]]) -> Any:
-    import polars as pl
-
-    return pl.DataFrame(
-        {
-            "x0": [r["x0"] for r in rows],
-            "x1": [r["x1"] for r in rows],
-            "severity": [r["severity"] for r in rows],
-        },
-        schema={"x0": pl.Int64, "x1": pl.Int64, "severity": pl.String},
-    )
+def _groups(panels: list[Any]) -> list[tuple[str, list[Any]]]:
+    out: list[tuple[str, list[Any]]] = []
+    for p in panels:
+        if not out or out[-1][0] != p.group:
+            out.append((p.group, []))
+        out[-1][1].append(p)
+    return out

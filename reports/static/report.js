@@ -1,18 +1,18 @@
-/* Hindsight report: draw every panel and keep their x axes (time) linked. */
+/* Hindsight report: draw every chart, link the time axes, zoom to findings.
+ * window.hindsight.plots maps each chart id to the time (performance.now(), ms since the
+ * page started loading) of its first plotly_afterplot; .expected is how many charts exist. */
 (function () {
   "use strict";
   var payload = JSON.parse(document.getElementById("hs-figures").textContent);
-  var full = payload.range;
+  var full = payload.range || null;
+  var H = window.hindsight = { plots: {}, expected: 0, fullRange: full };
   var config = {
     displaylogo: false,
     responsive: true,
     modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"]
   };
-  var divs = [];
-  Object.keys(payload.figures).forEach(function (id) {
-    var el = document.getElementById(id);
-    if (!el) { return; }
-    var fig = payload.figures[id];
+
+  function unpack(fig) {
     fig.data.forEach(function (t) {
       if (t.xd) {  /* x sent as first value + deltas (see reports.html.pack) */
         var acc = 0;
@@ -20,9 +20,29 @@
         delete t.xd;
       }
     });
-    fig.layout.shapes = (fig.layout.shapes || []).concat(payload.shapes || []);
+    return fig;
+  }
+
+  function draw(el, fig, shapes) {
+    unpack(fig);
+    if (shapes) { fig.layout.shapes = (fig.layout.shapes || []).concat(shapes); }
+    H.expected += 1;
     Plotly.newPlot(el, fig.data, fig.layout, config);
+    el.on("plotly_afterplot", function () {
+      if (!(el.id in H.plots)) { H.plots[el.id] = performance.now(); }
+    });
+  }
+
+  var divs = [];
+  Object.keys(payload.figures || {}).forEach(function (id) {
+    var el = document.getElementById(id);
+    if (!el) { return; }
+    draw(el, payload.figures[id], payload.shapes || []);
     divs.push(el);
+  });
+  Object.keys(payload.evidence || {}).forEach(function (id) {
+    var el = document.getElementById(id);
+    if (el) { draw(el, payload.evidence[id], null); }
   });
 
   var busy = 0;
@@ -36,6 +56,12 @@
         function () { busy -= 1; }, function () { busy -= 1; });
     });
   }
+  function zoomTo(x0, x1) {
+    if (!isFinite(x0)) { return; }
+    if (!isFinite(x1) || x1 <= x0) { x1 = x0 + 60000; }
+    var pad = Math.max((x1 - x0) * 0.15, 30000);
+    setRange([x0 - pad, x1 + pad], null);
+  }
   divs.forEach(function (d) {
     d.on("plotly_relayout", function (ev) {
       if (busy > 0) { return; }
@@ -48,17 +74,25 @@
     });
   });
 
+  var lanes = document.getElementById("p-swimlanes");
+  if (lanes && lanes.on) {
+    lanes.on("plotly_click", function (ev) {
+      var p = ev && ev.points && ev.points[0];
+      if (!p || !p.customdata) { return; }
+      zoomTo(Number(p.customdata[0]), Number(p.customdata[1]));
+      H.lastClicked = p.customdata[2];
+    });
+  }
+
   document.querySelectorAll("button.zoom").forEach(function (btn) {
     btn.addEventListener("click", function () {
-      var x0 = Number(btn.getAttribute("data-x0"));
-      var x1 = Number(btn.getAttribute("data-x1"));
-      if (!isFinite(x0)) { return; }
-      if (!isFinite(x1) || x1 <= x0) { x1 = x0 + 60000; }
-      var pad = Math.max((x1 - x0) * 0.15, 30000);
-      setRange([x0 - pad, x1 + pad], null);
-      var tl = document.getElementById("timeline");
-      if (tl) { tl.scrollIntoView({ behavior: "smooth" }); }
+      zoomTo(Number(btn.getAttribute("data-x0")), Number(btn.getAttribute("data-x1")));
+      var target = document.getElementById("timeline") || document.getElementById("panels");
+      if (target) { target.scrollIntoView({ behavior: "smooth" }); }
     });
   });
-  window.hindsight = { setRange: setRange, fullRange: full };
+  var reset = document.getElementById("reset-zoom");
+  if (reset) { reset.addEventListener("click", function () { setRange(full, null); }); }
+  H.setRange = setRange;
+  H.zoomTo = zoomTo;
 })();

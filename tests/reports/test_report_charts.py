@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import duckdb
 import polars as pl
 
-from reports import charts
+from reports import charts, charts_events
+from reports.charts_findings import evidence_figure, swimlanes_figure
+from reports.downsample import gap_breaks, minmax_downsample, minmax_sql, rows_downsample
 from reports.timefmt import TimeFormatter, duration, parse_zone
 
 
@@ -15,7 +18,7 @@ def series(n: int, spike_at: int, spike: float = 99.0) -> pl.DataFrame:
 
 
 def test_minmax_downsample_keeps_a_single_sample_spike_within_the_point_budget() -> None:
-    out = charts.minmax_downsample(series(86_400, 43_211), "v", max_points=2000)
+    out = minmax_downsample(series(86_400, 43_211), "v", max_points=2000)
     assert out.height <= 2000
     assert out["v"].max() == 99.0
     assert out["x"].is_sorted()
@@ -24,7 +27,7 @@ def test_minmax_downsample_keeps_a_single_sample_spike_within_the_point_budget()
 
 def test_minmax_downsample_leaves_short_series_alone_and_drops_nulls() -> None:
     frame = pl.DataFrame({"x": [3, 1, 2], "v": [1.0, None, 2.0]})
-    assert charts.minmax_downsample(frame, "v").to_dict(as_series=False) == {
+    assert minmax_downsample(frame, "v").to_dict(as_series=False) == {
         "x": [2, 3],
         "v": [2.0, 1.0],
     }
@@ -32,7 +35,7 @@ def test_minmax_downsample_leaves_short_series_alone_and_drops_nulls() -> None:
 
 def test_rows_downsample_keeps_whole_rows_aligned() -> None:
     frame = series(10_000, 5_000).with_columns(w=100 - pl.col("v"))
-    out = charts.rows_downsample(frame, "v", max_points=200)
+    out = rows_downsample(frame, "v", max_points=200)
     assert out.height <= 200
     assert (out["v"] + out["w"]).to_list() == [100.0] * out.height
     assert out["v"].max() == 99.0
@@ -40,13 +43,13 @@ def test_rows_downsample_keeps_whole_rows_aligned() -> None:
 
 def test_gap_breaks_mark_a_stretch_without_samples() -> None:
     xs = [0, 1000, 2000, 3000, 60_000, 61_000, 62_000]
-    assert charts.gap_breaks(pl.DataFrame({"x": xs})) == [3001]
-    assert charts.gap_breaks(pl.DataFrame({"x": [0, 1000, 2000]})) == []
+    assert gap_breaks(pl.DataFrame({"x": xs})) == [3001]
+    assert gap_breaks(pl.DataFrame({"x": [0, 1000, 2000]})) == []
 
 
 def test_line_trace_breaks_the_line_at_gaps_and_sends_numbers() -> None:
     frame = pl.DataFrame({"x": [0, 1000, 2000, 60_000, 61_000], "v": [1, 2, 3, 4, 5]})
-    trace = charts.line_trace(frame, "v", "v", breaks=charts.gap_breaks(frame))
+    trace = charts.line_trace(frame, "v", "v", breaks=gap_breaks(frame))
     assert trace["x"] == [0, 1000, 2000, 2001, 60_000, 61_000]
     assert trace["y"] == [1.0, 2.0, 3.0, None, 4.0, 5.0]
     assert trace["type"] == "scatter"
@@ -56,9 +59,9 @@ def test_event_lines_prefer_important_kinds_and_respect_the_cap() -> None:
     ev = pl.DataFrame(
         {"x": range(203), "kind": ["io_error"] * 200 + ["oom_kill", "xid", "hung_task"]}
     )
-    drawn, left = charts.event_lines(ev, cap=150)
+    drawn, left = charts_events.event_lines(ev, cap=150)
     assert drawn == ["oom_kill", "xid", "hung_task"] and left == ["io_error"]
-    assert len(charts.event_shapes(ev, drawn)) == 3
+    assert len(charts_events.event_shapes(ev, drawn)) == 3
 
 
 def test_data_strings_are_escaped_before_they_reach_plotly() -> None:
@@ -84,3 +87,93 @@ def test_times_are_shown_in_utc_and_host_local_time() -> None:
     assert parse_zone("UTC") is None and parse_zone("garbage/zone") is None
     assert TimeFormatter(None).local(0) is None
     assert duration(0) == "0 s" and duration(86_400_000) == "1 d"
+
+
+def test_sql_downsampling_keeps_spikes_per_series_and_real_sample_times() -> None:
+    con = duckdb.connect()
+    src = (
+        "SELECT 1714564800000 + i * 1000 AS x, 'gpu' || (i % 2) AS g, "
+        "CASE WHEN i = 43211 THEN 99.0 ELSE 1.0 END AS v0, (i % 97)::DOUBLE AS v1 FROM range(86400) t(i)"
+    )
+    out = con.sql(minmax_sql(src, ["v0", "v1"], points=1000, grouped=True)).pl()
+    per_series = out.group_by("m", "g").len()
+    assert per_series["len"].max() <= 1000
+    spike = out.filter((pl.col("m") == 0) & (pl.col("v") == 99.0))
+    assert spike.rows() == [(0, "gpu1", 1714564800000 + 43211 * 1000, 99.0)]
+    assert ((out["x"] - 1714564800000) % 1000 == 0).all()  # every point is a real sample
+    assert out.filter(pl.col("m") == 1)["v"].max() == 96.0
+
+
+def test_sql_downsampling_keeps_short_series_whole() -> None:
+    q = minmax_sql(
+        "SELECT i * 1000 AS x, i::DOUBLE AS v0 FROM range(10) t(i)",
+        ["v0"],
+        points=100,
+        x_range=(0, 9000),
+    )
+    assert duckdb.sql(q).pl()["v"].to_list() == [float(i) for i in range(10)]
+
+
+def test_chart_values_keep_four_significant_digits() -> None:
+    assert charts._values(pl.Series([1953.125, 0.012345, None, float("nan")])) == [
+        1953.0,
+        0.01235,
+        None,
+        None,
+    ]
+
+
+def test_kernel_events_are_one_path_per_kind_however_many_events() -> None:
+    ev = pl.DataFrame(
+        {"x": list(range(0, 3000, 1)), "kind": ["io_error"] * 3000, "text": ["t"] * 3000}
+    )
+    fig = charts_events.events_figure(ev, None)
+    assert len(fig["data"]) == 1 and fig["data"][0]["mode"] == "lines"
+    assert fig["data"][0]["x"][:3] == [0, 0, None]
+
+
+def test_swimlanes_order_lanes_by_rank_and_keep_tiny_windows_visible() -> None:
+    findings = [
+        {
+            "x0": 0,
+            "x1": 10,
+            "key": "OOM_KILL",
+            "severity": "critical",
+            "finding_id": 1,
+            "hover": "<b>x</b>",
+        },
+        {
+            "x0": 5,
+            "x1": 90_000,
+            "key": "CHECKPOINT_STALL",
+            "severity": "major",
+            "finding_id": 2,
+            "hover": "",
+        },
+        {
+            "x0": None,
+            "x1": None,
+            "key": "UNTIMED",
+            "severity": "minor",
+            "finding_id": 3,
+            "hover": "",
+        },
+    ]
+    fig = swimlanes_figure(findings, (0, 100_000))
+    assert fig["layout"]["yaxis"]["categoryarray"] == ["OOM_KILL", "CHECKPOINT_STALL"]
+    crit = fig["data"][0]
+    assert crit["type"] == "bar" and crit["x"] == [1000] and crit["base"] == [0]
+    assert crit["customdata"][0][3] == "&lt;b&gt;x&lt;/b&gt;"
+
+
+def test_evidence_figure_shades_the_window_and_dashes_each_baseline() -> None:
+    frame = pl.DataFrame({"x": [0, 1000, 2000], "v": [1.0, 50.0, 2.0]})
+    series = [
+        {"label": "gpu_util_mean_pct", "unit": "%", "frame": frame, "baseline": 97.0},
+        {"label": "no baseline", "unit": "", "frame": frame, "baseline": None},
+    ]
+    fig = evidence_figure(series, (900, 1100), (0, 2000))
+    kinds = [(s["type"], s.get("yref")) for s in fig["layout"]["shapes"]]
+    assert kinds == [("rect", "paper"), ("line", "y")]
+    assert fig["layout"]["xaxis"]["range"] == [0, 2000]
+    assert [t["yaxis"] for t in fig["data"]] == ["y", "y2"]

@@ -1,0 +1,174 @@
+"""Plotly figures about findings: the swimlane timeline and each card's evidence chart.
+
+Pure functions (dicts in, figure dicts out), like :mod:`reports.charts`. Strings from the
+store are HTML-escaped here because plotly renders a subset of HTML in labels.
+
+- :func:`swimlanes_figure`: one lane per finding key, one bar per finding window, coloured by
+  severity; it shares the report's time axis, and clicking a bar zooms every panel
+  (``customdata`` = [x0, x1, finding id, hover text]).
+- :func:`evidence_figure`: the signals of one finding around its window, the window shaded
+  and each signal's baseline drawn as a dashed line with its value.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+import polars as pl
+
+from reports.charts import MARGIN, SEVERITY_COLORS, Figure, Row, layout, line_trace, rows_figure
+
+SEVERITIES = ["critical", "major", "minor", "info"]
+LANE_HEIGHT = 24
+MAX_BARS = 3000
+
+
+def swimlanes_figure(findings: list[dict[str, Any]], x_range: tuple[int, int] | None) -> Figure:
+    """Findings as bars on lanes (``key``), most important lane on top.
+
+    Each dict needs ``x0``/``x1`` (epoch ms), ``key``, ``severity``, ``finding_id`` and
+    ``hover`` (plain text; escaped here). Findings come in rank order.
+    """
+    rows = [f for f in findings if f.get("x0") is not None][:MAX_BARS]
+    lanes: list[str] = []
+    for f in rows:
+        lane = escape(str(f.get("key") or f.get("kind") or "?"))
+        if lane not in lanes:
+            lanes.append(lane)
+    traces = []
+    for sev in [*SEVERITIES, "other"]:
+        part = [
+            f
+            for f in rows
+            if (f.get("severity") if f.get("severity") in SEVERITIES else "other") == sev
+        ]
+        if not part:
+            continue
+        color = SEVERITY_COLORS.get(sev, "#7f7f7f")
+        traces.append(
+            {
+                "type": "bar",
+                "orientation": "h",
+                "name": sev,
+                "y": [escape(str(f.get("key") or f.get("kind") or "?")) for f in part],
+                "base": [int(f["x0"]) for f in part],
+                "x": [max(int(f.get("x1") or f["x0"]) - int(f["x0"]), 1000) for f in part],
+                "customdata": [
+                    [
+                        int(f["x0"]),
+                        int(f.get("x1") or f["x0"]),
+                        f.get("finding_id"),
+                        escape(str(f.get("hover") or "")),
+                    ]
+                    for f in part
+                ],
+                "marker": {"color": color, "line": {"color": color, "width": 1.5}},
+                "hovertemplate": "%{customdata[3]}<extra></extra>",
+            }
+        )
+    lay = layout(
+        "", x_range, height=MARGIN["t"] + MARGIN["b"] + 20 + LANE_HEIGHT * max(len(lanes), 1)
+    )
+    lay.update(
+        hovermode="closest",
+        barmode="overlay",
+        bargap=0.35,
+        showlegend=True,
+        legend={
+            "orientation": "h",
+            "x": 0,
+            "y": 1.02,
+            "xanchor": "left",
+            "yanchor": "bottom",
+            "font": {"size": 10},
+        },
+    )
+    lay["yaxis"].update(
+        type="category",
+        categoryorder="array",
+        categoryarray=lanes,
+        autorange="reversed",
+        side="right",
+        tickfont={"size": 10},
+    )
+    return {"data": traces, "layout": lay}
+
+
+def evidence_figure(
+    series: list[dict[str, Any]], window: tuple[int, int], view: tuple[int, int]
+) -> Figure:
+    """One row per signal around a finding window.
+
+    ``series`` items: ``label`` (text, escaped here), ``frame`` (x, v), ``baseline``
+    (float or None) and ``unit``. ``window`` is shaded; ``view`` is the x range shown.
+    """
+    rows = []
+    for s in series:
+        frame: pl.DataFrame = s["frame"]
+        name = escape(str(s["label"]))
+        trace = line_trace(
+            frame, "v", name, showlegend=False, line={"width": 1.5, "color": "#1f5fa8"}
+        )
+        rows.append(Row(f"{s['label']} ({s['unit']})" if s.get("unit") else s["label"], [trace]))
+    fig = rows_figure(rows, "", view)
+    lay = fig["layout"]
+    lay["hovermode"] = "x"
+    lay["showlegend"] = False
+    lay["margin"] = {**MARGIN, "r": 30}
+    shapes: list[dict[str, Any]] = [
+        {
+            "type": "rect",
+            "xref": "x",
+            "yref": "paper",
+            "x0": window[0],
+            "x1": max(window[1], window[0] + 1000),
+            "y0": 0,
+            "y1": 1,
+            "fillcolor": "#ff7f0e",
+            "opacity": 0.15,
+            "line": {"width": 0},
+            "layer": "below",
+        }
+    ]
+    for i, s in enumerate(series):
+        base = s.get("baseline")
+        if base is None:
+            continue
+        ref = "y" if i == 0 else f"y{i + 1}"
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "yref": ref,
+                "y0": base,
+                "y1": base,
+                "line": {"color": "#2ca02c", "width": 1.5, "dash": "dash"},
+            }
+        )
+        lay["annotations"].append(
+            {
+                "text": escape(f"baseline {_short(base)}"),
+                "xref": "paper",
+                "x": 1,
+                "xanchor": "right",
+                "yref": ref,
+                "y": base,
+                "yanchor": "bottom",
+                "showarrow": False,
+                "font": {"size": 10, "color": "#2ca02c"},
+            }
+        )
+    lay["shapes"] = shapes
+    return fig
+
+
+def _short(value: float) -> str:
+    """``1234567.0`` → ``'1.23M'``; small values keep two decimals."""
+    v = abs(value)
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e4, "k")):
+        if v >= limit:
+            return f"{value / limit:.3g}{suffix}"
+    return f"{value:.2f}".rstrip("0").rstrip(".") if v else "0"

@@ -1,0 +1,20 @@
+"""The docstring examples of the reports package run and hold."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "reports.audit", "reports.audit_facts", "reports.charts", "reports.charts_events",
+    "reports.downsample", "reports.html", "reports.incidents", "reports.markdown",
+    "reports.panels_devices", "reports.timefmt",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_hold(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
