@@ -142,3 +142,21 @@ def event_shapes(events: pl.DataFrame, kinds: list[str]) -> list[dict[str, Any]]
             }
         )
     return shapes
+
+
+def trigger_shape(x: int, label: str) -> dict[str, Any]:
+    """A solid red vertical line at the flight recorder's trigger time (epoch ms).
+
+    Plotly renders label text as HTML-ish markup, so the label is escaped.
+    """
+    return {
+        "type": "line",
+        "xref": "x",
+        "yref": "paper",
+        "x0": x,
+        "x1": x,
+        "y0": 0,
+        "y1": 1,
+        "line": {"width": 2, "color": "#c62828"},
+        "label": {"text": escape(label), "textposition": "end", "font": {"size": 10}},
+    }

@@ -51,6 +51,7 @@ BUNDLE_COLUMNS = [
     "name", "source_path", "host", "kernel", "os", "arch", "cpus", "start_utc", "end_utc",
     "interval_s", "timezone", "capture_version", "format_version", "manifest_present",
     "interrupted", "refused_members", "notes", "analyzer_version", "analyzed_at",
+    "history_start_utc", "trigger", "trigger_utc",
 ]  # fmt: skip
 EVENT_COLUMNS = ["ts", "kind", "level", "pid", "comm", "device", "xid_code", "memcg", "message"]
 
@@ -198,6 +199,24 @@ def _x_range(store: Store, meta: dict[str, Any]) -> tuple[int, int] | None:
     return (int(lo), int(hi))
 
 
+def _trigger(meta: dict[str, Any], tf: TimeFormatter) -> dict[str, Any] | None:
+    """The flight recorder's trigger (manifest ``trigger``/``trigger_utc``), if this bundle
+    was cut by one: where to draw the line and how to name it."""
+    at = meta.get("trigger_utc")
+    if not isinstance(at, int):
+        return None
+    what = str(meta.get("trigger") or "manual cut")
+    return {"x": at, "what": what, "time": tf.utc(at), "label": f"trigger: {what}"}
+
+
+def _centred(x_range: tuple[int, int] | None, at: int) -> tuple[int, int]:
+    """A view centred on ``at`` that still holds the whole capture."""
+    if x_range is None:
+        return (at - 60_000, at + 60_000)
+    half = max(at - x_range[0], x_range[1] - at, 1)
+    return (at - half, at + half)
+
+
 def gpu_summary(store: Store) -> str:
     """``'8 × NVIDIA H100 80GB HBM3 (driver 550.54.15)'``, or what is known."""
     if store.usable("gpu_info", "gpu", "name"):
@@ -260,6 +279,10 @@ def build_context(store: Store, *, role: str = "auto") -> dict[str, Any]:
     shapes = charts_events.finding_shapes(frame)
     drawn, left = charts_events.event_lines(events)
     shapes += charts_events.event_shapes(events, drawn)
+    trigger = _trigger(meta, tf)
+    if trigger is not None:
+        shapes.append(charts_events.trigger_shape(trigger["x"], trigger["label"]))
+        x_range = _centred(x_range, trigger["x"])
     panels = all_panels(store, events, Frame(x_range))
     if left and panels and panels[0].figure is not None:
         panels[0].notes.append(
@@ -278,6 +301,10 @@ def build_context(store: Store, *, role: str = "auto") -> dict[str, Any]:
         "header": tf.header(meta, x_range),
         "gpus": gpu_summary(store),
         "verdict": verdict(findings, incidents, detectors, store.has("findings")),
+        "trigger": trigger,
+        "history_start": tf.utc(meta["history_start_utc"])
+        if meta.get("history_start_utc")
+        else None,
         "findings": findings,
         "incidents": incidents,
         "views": views,
