@@ -40,10 +40,6 @@ except ImportError:  # pragma: no cover - exercised only without isal
 # Everything a corrupt, truncated or non-tar stream can raise while we read it.
 _STREAM_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, _isal_error)
 
-#: Bytes per read from the (decompressed) stream: tarfile's default of 10 KiB costs a
-#: Python call per 10 KiB, noticeable on multi-GB bundles.
-_READ_BYTES = 1 << 20
-
 GIB = 1 << 30
 MIB = 1 << 20
 
@@ -245,11 +241,11 @@ def _extract(
         if kind == "gzip":
             gz = _gzip.GzipFile(fileobj=counter, mode="rb")  # type: ignore[arg-type]
             stream: IO[bytes] = _SalvageReader(gz, source)  # type: ignore[assignment]
-            tar = tarfile.open(fileobj=stream, mode="r|", bufsize=_READ_BYTES)
+            tar = tarfile.open(fileobj=stream, mode="r|")
         elif kind == "tar":
-            tar = tarfile.open(fileobj=counter, mode="r|", bufsize=_READ_BYTES)  # type: ignore[arg-type]
+            tar = tarfile.open(fileobj=counter, mode="r|")  # type: ignore[arg-type]
         else:
-            tar = tarfile.open(fileobj=counter, mode="r|*", bufsize=_READ_BYTES)  # type: ignore[arg-type]
+            tar = tarfile.open(fileobj=counter, mode="r|*")  # type: ignore[arg-type]
     except _STREAM_ERRORS as e:
         raw.close()
         raise BundleError(f"{source}: not a readable tar archive ({_short(e)})") from None

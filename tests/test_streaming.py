@@ -1,0 +1,94 @@
+"""Rows streamed by big-file parsers land in the store exactly once, or not at all.
+
+The real H200 capture is analysed with the mpstat/iostat fast path forced on (tiny chunks:
+mpstat streams its rows into DuckDB through ``ParseContext.sink``) and with it off; the
+stored tables must hold the same rows. A parser that fails after streaming some chunks
+leaves none of its rows behind.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analyzer.parsers import _mpstat_fast, _sysstat_fast
+from analyzer.pipeline import Options, run
+from analyzer.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "samples" / "h200-checkpoint-stall.tgz"
+TABLES = ("mpstat_cpu", "mpstat_irq", "iostat_device", "iostat_cpu")
+
+
+def _analyse(tmp: Path, name: str) -> dict[str, list[tuple]]:
+    db = tmp / f"{name}.duckdb"
+    result = run(SAMPLE, Options(report=None, db=db))
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        out = {
+            t: con.sql(f'SELECT * EXCLUDE (source_file) FROM "{t}" ORDER BY ALL').fetchall()
+            for t in TABLES
+        }
+    finally:
+        con.close()
+    out["_status"] = sorted(  # type: ignore[assignment]
+        (str(r["file"]), str(r["status"]), str(r.get("lines_parsed"))) for r in result.collectors
+    )
+    return out
+
+
+def test_streamed_tables_equal_the_regular_ones(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(_sysstat_fast, "MIN_FAST_BYTES", 0)
+    monkeypatch.setattr(_sysstat_fast, "CHUNK_BYTES", 32768)
+    streamed = _analyse(tmp_path, "streamed")
+    monkeypatch.setattr(_sysstat_fast, "MIN_FAST_BYTES", 1 << 62)
+    regular = _analyse(tmp_path, "regular")
+    assert streamed["mpstat_cpu"] and streamed["mpstat_irq"]
+    assert streamed == regular
+
+
+def test_a_parser_failing_midway_leaves_no_streamed_rows(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(_sysstat_fast, "MIN_FAST_BYTES", 0)
+    monkeypatch.setattr(_sysstat_fast, "CHUNK_BYTES", 32768)
+    real = _mpstat_fast._finish_fast
+    calls = {"n": 0}
+
+    def flaky(f, g, cx):  # the third chunk of the CPU table (series/mpstat.out) fails
+        calls["n"] += g.kind == "cpu"
+        if g.kind == "cpu" and calls["n"] == 3:
+            raise RuntimeError("injected failure")
+        return real(f, g, cx)
+
+    monkeypatch.setattr(_mpstat_fast, "_finish_fast", flaky)
+    db = tmp_path / "failed.duckdb"
+    result = run(SAMPLE, Options(report=None, db=db))
+    failed = [r for r in result.collectors if r["status"] == "failed"]
+    assert [r["file"] for r in failed] == ["series/mpstat.out"]
+    assert "injected failure" in failed[0]["reason"]
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        n = con.sql(
+            "SELECT count(*) FROM mpstat_cpu WHERE source_file = 'series/mpstat.out'"
+        ).fetchall()[0][0]
+    finally:
+        con.close()
+    assert n == 0
+    assert result.tables.get("mpstat_cpu", 0) == 0
+
+
+@pytest.mark.parametrize("size", [0, 1])
+def test_store_discard_only_removes_that_files_rows(tmp_path: Path, size: int) -> None:
+    import polars as pl
+
+    store = Store(tmp_path / "d.duckdb")
+    frame = pl.DataFrame({"cpu": [1, 2, 3]})
+    store.write("mpstat_cpu", frame, "a.out")
+    store.write("mpstat_cpu", frame.head(size + 1), "b.out")
+    assert store.discard("mpstat_cpu", "a.out") == 3
+    assert store.con.sql("SELECT count(*) FROM mpstat_cpu").fetchall()[0][0] == size + 1
+    store.close()
