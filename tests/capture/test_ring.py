@@ -253,7 +253,7 @@ def _extract(tgz: Path, dest: Path) -> Path:
 
 def test_disk_use_stays_under_max_mb_across_rotations(run: dict) -> None:
     mon = run["mon"]
-    assert run["elapsed"] > 75
+    assert run["elapsed"] > 68  # ran longer than its 60 s ring (the SIGUSR1 waits for that)
     assert len(mon.slots) >= 6, f"only {len(mon.slots)} slots seen: too few rotations"
     assert mon.max_slots_per_collector <= 6  # RING_KEEP + 1 kept, + the one being cut over
     assert 0 < mon.max_bytes <= MAX_MB * 1024 * 1024, mon.max_bytes
