@@ -28,7 +28,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=150)
     ap.add_argument("--ckpt-every", type=float, default=35)
-    ap.add_argument("--loader-at", type=float, default=95, help="start of the CPU-bound loader phase (s)")
+    ap.add_argument(
+        "--loader-at", type=float, default=95, help="start of the CPU-bound loader phase (s)"
+    )
     ap.add_argument("--loader-for", type=float, default=25)
     ap.add_argument("--width", type=int, default=8192)
     ap.add_argument("--layers", type=int, default=8)
@@ -92,8 +94,22 @@ def main() -> None:
                 torch.cuda.synchronize()
         steps += 1
     torch.cuda.synchronize()
-    events.append({"kind": "gpu_starvation", "cause": "cpu_data_loader", "start": loader_start, "end": loader_end})
-    truth = {"workload": "samples/gpu-capture/workload.py", "args": vars(args), "t0": t0, "end": time.time(), "steps": steps, "events": events}
+    events.append(
+        {
+            "kind": "gpu_starvation",
+            "cause": "cpu_data_loader",
+            "start": loader_start,
+            "end": loader_end,
+        }
+    )
+    truth = {
+        "workload": "samples/gpu-capture/workload.py",
+        "args": vars(args),
+        "t0": t0,
+        "end": time.time(),
+        "steps": steps,
+        "events": events,
+    }
     with open(args.truth, "w") as f:
         json.dump(truth, f, indent=2)
     print(json.dumps(truth, indent=2))
