@@ -2,7 +2,8 @@
 
 Rules (``RULES``): a finding of kind *cause* is linked to a finding of kind *effect* when
 their windows overlap, or the effect starts at most ``lag_s`` seconds after the cause
-ends. Linked findings form one chain (connected components); so do all occurrences of one
+ends; a GPU dip is linked only to causes its own classification agrees with
+(``DIP_CAUSES``). Linked findings form one chain (connected components); so do all occurrences of one
 periodic incident (same ``Finding.series``). A finding linked to nothing is a chain of its
 own. The chain's cause is its earliest finding that no other finding in it causes.
 
@@ -48,6 +49,22 @@ RULES: list[tuple[str, str, float]] = [
     ("hung_task", "sampling_gap", 5),
 ]
 PAD_S = 1.0  # windows touching within a second count as overlapping
+# A GPU dip (gpu_starvation) is an effect of a cause finding only when the dip's own
+# classification (impact "cause", analyzer/detectors/_dips.py) agrees: a dip the CPUs
+# caused is not linked to a write burst that merely touches it.
+DIP_CAUSES: dict[str, set[str]] = {
+    "checkpoint_stall": {"io"},
+    "io_saturation": {"io"},
+    "cpu_throttle": {"cpu_throttle", "cpu_contention", "cpu_loader"},
+    "cpu_contention": {"cpu_contention", "cpu_loader", "cpu_throttle"},
+    "irq_hotspot": {"cpu_contention", "unexplained"},
+    "net_errors": {"unexplained"},
+    "memory_pressure": {"memory", "unexplained"},
+    "swap_activity": {"memory", "unexplained"},
+    "oom_kill": {"memory", "unexplained"},
+    "gpu_throttle": {"power_thermal"},
+    "gpu_xid": {"xid", "unexplained"},
+}
 
 
 @dataclass
@@ -89,6 +106,10 @@ def links(findings: list[Finding]) -> list[tuple[int, int]]:
 
 
 def _related(c: Finding, e: Finding, lag: float) -> bool:
+    if e.kind == "gpu_starvation" and c.kind in DIP_CAUSES:
+        cause = e.impact.get("cause")
+        if cause is not None and cause not in DIP_CAUSES[c.kind]:
+            return False
     pad = timedelta(seconds=PAD_S)
     if overlap_s((c.start - pad, c.end + pad), (e.start, e.end)) > 0:
         return True

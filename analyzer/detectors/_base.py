@@ -241,6 +241,11 @@ def worst(*severities: str | None) -> str:
     return max((s for s in severities if s), key=order.index, default="info")
 
 
+def second_of(t: datetime) -> datetime:
+    """The start of the signals second that holds ``t`` (point events sit on the 1 s grid)."""
+    return t.replace(microsecond=0)
+
+
 def hhmmss(t: datetime) -> str:
     return t.strftime("%H:%M:%S")
 

@@ -1,15 +1,21 @@
 """Checkpoint stalls: periodic disk-write bursts, and the GPU idle time they cause.
 
-A write burst is a run of seconds where disk writes or write latency jump well above the
-capture's own baseline. Bursts that repeat evenly (≥ 3, spacing CV < 0.25) are checkpoints;
-a non-periodic burst counts when the GPUs idle during it. iowait is not used to detect:
-busy CPUs hide it (a CPU with runnable work is never "iowait").
+A write burst is a run of seconds where disk writes, write latency or page-cache writes
+(growth of Dirty + Writeback) jump well above the capture's own baseline. Bursts that
+repeat evenly (≥ 3, spacing CV < 0.25) are checkpoints; a non-periodic burst counts when
+a GPU dip segment caused by I/O lies within 3 s of it. The finding's window is the burst
+together with those segments: a checkpoint stalls the job from the moment the state is
+copied out, before the disk sees a byte. iowait is not used to detect: busy CPUs hide it
+(a CPU with runnable work is never "iowait"; real captures show ~0 % during the burst).
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import polars as pl
 
+from analyzer.detectors import _dips
 from analyzer.detectors._base import Context, gpu_loss_severity, r, span
 from analyzer.findings import Evidence, Finding, NotEvaluated
 from analyzer.intervals import Window, overlap_s, periodicity
@@ -22,6 +28,7 @@ INPUTS = (
 THRESHOLDS = {
     "write_abs_kb_s": 51200.0,  # a burst writes at least 50 MB/s ...
     "write_rel": 5.0,  # ... and 5x the capture's median write rate
+    "page_cache_abs_kb_s": 102400.0,  # or page-cache writes at least 100 MB/s ...
     "await_abs_ms": 20.0,  # or w_await at least 20 ms ...
     "await_rel": 5.0,  # ... and 5x its median
     "leave_frac": 0.5,  # hysteresis: the burst lasts while above half the entry level
@@ -34,27 +41,67 @@ THRESHOLDS = {
 T = THRESHOLDS
 
 
+def _rates(ctx: Context) -> dict[str, pl.Series]:
+    """The burst signals: disk writes, write latency and page-cache writes (growth of
+    Dirty + Writeback per second: what the application wrote before write-back reaches the
+    disk — a checkpoint written with buffered I/O and fsync'd at the end shows here first)."""
+    out = {}
+    for col in ("disk_write_kb_s", "disk_w_await_max_ms"):
+        if ctx.has(col):
+            out[col] = ctx.signals[col]
+    if ctx.has("dirty_kb"):
+        pc = pl.col("dirty_kb") + (pl.col("writeback_kb") if ctx.has("writeback_kb") else 0.0)
+        v = ctx.signals.select("ts", pc.alias("v"))
+        # growth per second between consecutive samples (a slow sampler skips seconds)
+        rate = (
+            v.filter(pl.col("v").is_not_null())
+            .with_columns(
+                r=(pl.col("v").diff() / pl.col("ts").diff().dt.total_seconds()).clip(
+                    lower_bound=0.0
+                )
+            )
+            .select("ts", "r")
+        )
+        out["page_cache_write_kb_s"] = v.join(rate, on="ts", how="left")["r"].alias(
+            "page_cache_write_kb_s"
+        )
+    return out
+
+
+_LEVELS = {
+    "disk_write_kb_s": ("write_abs_kb_s", "write_rel"),
+    "page_cache_write_kb_s": ("page_cache_abs_kb_s", "write_rel"),
+    "disk_w_await_max_ms": ("await_abs_ms", "await_rel"),
+}
+
+
 def write_bursts(ctx: Context) -> tuple[list[Window], dict[str, float | None]]:
     """Write-burst windows and the baselines used (cached on the context)."""
     if "write_bursts" in ctx.cache:
         return ctx.cache["write_bursts"]
     base: dict[str, float | None] = {}
     windows: list[Window] = []
+    rates = _rates(ctx) if ctx.any_of("disk_write_kb_s", "disk_w_await_max_ms") else {}
     for _ in range(2):  # second pass: baselines outside the first pass's bursts
-        ratios = []
-        for col, absolute, rel in (
-            ("disk_write_kb_s", T["write_abs_kb_s"], T["write_rel"]),
-            ("disk_w_await_max_ms", T["await_abs_ms"], T["await_rel"]),
-        ):
-            if ctx.has(col):
-                base[col] = ctx.baseline(col, exclude=windows)
-                ratios.append(pl.col(col) / max(absolute, rel * (base[col] or 0.0)))
-        if not ratios:
+        if not rates:
             break
-        score = ctx.signals.select(pl.max_horizontal(ratios).alias("x"))["x"]
+        outside = ~ctx.mask(windows)
+        ratios = []
+        for col, values in rates.items():
+            kept = values.filter(outside).drop_nulls()
+            base[col] = float(kept.median()) if kept.len() else None  # type: ignore[arg-type]
+            absolute, rel = (T[k] for k in _LEVELS[col])
+            ratios.append(values / max(absolute, rel * (base[col] or 0.0)))
+        score = pl.DataFrame(ratios).select(pl.max_horizontal(pl.all()).alias("x"))["x"]
         windows = ctx.runs(score, 1.0, T["leave_frac"], min_s=T["min_s"], gap_s=T["merge_gap_s"])
     ctx.cache["write_bursts"] = (windows, base)
+    ctx.cache["write_rates"] = rates
     return windows, base
+
+
+def io_segments(ctx: Context) -> list[_dips.Segment]:
+    """GPU-dip segments caused by I/O (see `analyzer.detectors._dips`)."""
+    return [s for s in _dips.segments(ctx, write_bursts(ctx)[0]) if s.cause == "io"]
 
 
 def stall_windows(ctx: Context) -> list[Window]:
@@ -66,16 +113,14 @@ def stall_windows(ctx: Context) -> list[Window]:
             min_count=int(T["periodic_min_count"]),
             max_cv=T["periodic_max_cv"],
         )
-        dips = ctx.gpu_dips()[1]
-        keep = [w for w in bursts if per or any(_near(w, d) for d in dips)]
+        segs = io_segments(ctx)
+        keep = [w for w in bursts if per or any(_near(w, s.window) for s in segs)]
         ctx.cache["checkpoint_windows"] = keep
         ctx.cache["checkpoint_period"] = per
     return ctx.cache["checkpoint_windows"]
 
 
 def _near(w: Window, d: Window) -> bool:
-    from datetime import timedelta
-
     pad = timedelta(seconds=T["gpu_pad_s"])
     return overlap_s((w[0] - pad, w[1] + pad), d) > 0
 
@@ -86,11 +131,12 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
     stalls = stall_windows(ctx)
     _, base = write_bursts(ctx)
     per = ctx.cache.get("checkpoint_period")
-    gbase, dips = ctx.gpu_dips()
+    gbase, _ = ctx.gpu_dips()
+    segs = [s.window for s in io_segments(ctx)]
     capacity = ctx.gpu_capacity_s()
     occ = []
     for w in stalls:
-        near = [d for d in dips if _near(w, d)]
+        near = [d for d in segs if _near(w, d)]
         lost = (
             sum(ctx.gpu_seconds_lost(d) or 0.0 for d in near) if near else ctx.gpu_seconds_lost(w)
         )
@@ -126,12 +172,24 @@ def _finding(
     aw = ctx.stat("disk_w_await_max_ms", burst, "max")
     iow = ctx.stat("iowait_pct", burst, "mean")
     gmin = ctx.stat("gpu_util_mean_pct", window, "min")
+    pcw = ctx.cache.get("write_rates", {}).get("page_cache_write_kb_s")
     ev = [
         Evidence("disk_write_kb_s", r(wr), r(base.get("disk_write_kb_s")), "kB/s", "peak"),
         Evidence(
             "disk_w_await_max_ms", r(aw, 2), r(base.get("disk_w_await_max_ms"), 2), "ms", "peak"
         ),
     ]
+    if pcw is not None:
+        peak = pcw.filter(ctx.mask([burst])).max()
+        ev.append(
+            Evidence(
+                "page_cache_write_kb_s",
+                r(peak),  # type: ignore[arg-type]
+                r(base.get("page_cache_write_kb_s")),
+                "kB/s",
+                "peak growth of Dirty + Writeback (buffered writes)",
+            )
+        )
     for col, unit, how in (
         ("disk_aqu_sz_max", "requests", "max"),
         ("disk_util_max_pct", "%", "max"),

@@ -1,7 +1,9 @@
 """CPU contention: more runnable tasks than CPUs, tasks waiting to run (PSI, run-queue latency).
 
-The score per second is the largest of runq / (1.5 × CPUs), cpu PSI some / 50 % and
-runqlat p99 / max(5 ms, 5 × its median); a window starts at 1 and lasts down to 0.66.
+The score per second is the largest of runq / (1.5 × CPUs) (runq as the median of a centred
+5 s window: vmstat samples one instant), cpu PSI some / 50 %, runqlat p99 / max(5 ms, 5 ×
+its median) and CPU busy / max(90 %, median busy + 25) (every CPU busy: a CPU-bound phase
+saturates the host even when few tasks wait); a window starts at 1 and lasts down to 0.66.
 The busiest processes (pidstat %CPU and %wait) in the window are named.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from analyzer.detectors import gpu_starvation
 from analyzer.detectors._base import Context, gpu_loss_severity, r, span, unit_of, worst
 from analyzer.findings import Evidence, Finding, NotEvaluated
 from analyzer.intervals import overlap_s
@@ -20,6 +23,9 @@ INPUTS = (
 )
 THRESHOLDS = {
     "runq_per_cpu": 1.5,
+    "runq_smooth_s": 5,  # vmstat r is one instant: centred 5 s median (single spikes are noise)
+    "busy_pct": 90.0,  # or every CPU busy ...
+    "busy_over_baseline": 25.0,  # ... well above the capture's usual level
     "psi_cpu_some_pct": 50.0,
     "runqlat_abs_us": 5000.0,
     "runqlat_rel": 5.0,
@@ -36,9 +42,16 @@ T = THRESHOLDS
 def detect(ctx: Context) -> list[Finding] | NotEvaluated:
     parts = []
     if ctx.has("runq") and ctx.cpus:
-        parts.append(pl.col("runq") / (T["runq_per_cpu"] * ctx.cpus))
+        runq = pl.col("runq").rolling_median(T["runq_smooth_s"], min_samples=3, center=True)
+        parts.append(runq / (T["runq_per_cpu"] * ctx.cpus))
     if ctx.has("psi_cpu_some_pct"):
         parts.append(pl.col("psi_cpu_some_pct") / T["psi_cpu_some_pct"])
+    if ctx.has("cpu_busy_pct"):
+        thr = max(T["busy_pct"], (ctx.baseline("cpu_busy_pct") or 0.0) + T["busy_over_baseline"])
+        # only at or above its level: a host that is always 80 % busy is not held in a window
+        parts.append(
+            pl.when(pl.col("cpu_busy_pct") >= thr).then(pl.col("cpu_busy_pct") / thr).otherwise(0.0)
+        )
     if ctx.has("runqlat_p99_us"):
         parts.append(
             pl.col("runqlat_p99_us")
@@ -51,7 +64,8 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
         )
     score = ctx.signals.select(pl.max_horizontal(parts).alias("x"))["x"]
     wins = ctx.runs(score, 1.0, T["leave"], min_s=T["min_s"], gap_s=T["merge_gap_s"])
-    gbase, dips = ctx.gpu_dips()
+    gbase, _ = ctx.gpu_dips()
+    dips = gpu_starvation.dips_of(ctx, "cpu_contention", "cpu_loader")
     out = []
     for w in wins:
         dur = (w[1] - w[0]).total_seconds()
@@ -93,6 +107,9 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
         text = f"CPU contention at {span(w)}"
         if runq is not None and ctx.cpus:
             text += f": {runq:.0f} runnable tasks on {ctx.cpus} CPUs"
+        busy = ctx.stat("cpu_busy_pct", w, "mean")
+        if busy is not None and busy >= T["busy_pct"]:
+            text += f", the CPUs {busy:.0f}% busy"
         if psi is not None:
             text += f", tasks waited for a CPU {psi:.0f}% of the time"
         impact = {"cpu_wait_pct": r(psi)} if psi is not None else {}
@@ -125,5 +142,5 @@ def _top(ctx: Context, w: tuple, n: int = 5) -> list[dict]:
         return []
     return ctx.query(
         f"SELECT pid, any_value(command) AS cmd, avg(cpu_pct) AS cpu, avg(wait_pct) AS wait FROM pidstat WHERE tid IS NULL AND since_boot IS NOT TRUE "
-        f"AND ts >= '{w[0].isoformat()}' AND ts < '{w[1].isoformat()}' GROUP BY pid HAVING avg(cpu_pct) IS NOT NULL ORDER BY cpu DESC LIMIT {n}"
+        f"AND ts >= '{w[0].isoformat()}' AND ts < '{w[1].isoformat()}' GROUP BY pid HAVING avg(cpu_pct) >= 1 ORDER BY cpu DESC LIMIT {n}"
     ).to_dicts()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer import intervals
+from analyzer.detectors import gpu_starvation
 from analyzer.detectors._base import Context, gpu_loss_severity, r, span, worst
 from analyzer.findings import Evidence, Finding, NotEvaluated
 from analyzer.intervals import overlap_s
@@ -45,7 +46,8 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
             "no cgroup in cgroup_cpu has CFS bandwidth counters (nr_periods): no CPU quota set, or cpu.stat not sampled over time",
         )
     quotas = _quotas(ctx)
-    base, dips = ctx.gpu_dips()
+    base, _ = ctx.gpu_dips()
+    dips = gpu_starvation.dips_of(ctx, "cpu_throttle", "cpu_contention", "cpu_loader")
     capacity = ctx.gpu_capacity_s()
     out = []
     for cg, sub in df.group_by("cgroup", maintain_order=True):

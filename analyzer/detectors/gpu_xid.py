@@ -1,6 +1,7 @@
 """NVIDIA Xid errors and GPUs falling off the bus, from the kernel log.
 
-Repeats of one code on one GPU within a minute form one finding. Severity and advice come
+Xid lines of one GPU within a minute of each other form one finding (13 followed by 43 is
+one incident: the exception, then the channel it killed), named after its worst code. Severity and advice come
 from the code (NVIDIA's Xid catalog: docs.nvidia.com/deploy/xid-errors).
 """
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from analyzer.detectors._base import Context, hhmmss
+from analyzer.detectors._base import Context, hhmmss, second_of
 from analyzer.findings import Evidence, Finding, NotEvaluated
 
 NAME = "gpu_xid"
@@ -100,20 +101,21 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
     if not ctx.rows("dmesg"):
         return NotEvaluated(NAME, "needs the kernel log (dmesg)")
     df = ctx.query(
-        """SELECT * FROM (SELECT ts, kind, xid_code, pci_bus, pid, comm, source_file, line_no, message,
+        """SELECT * FROM (SELECT ts, kind, pid, comm, source_file, line_no, message,
+                  -- the parser's fields, else read from the line itself (a malformed bus id)
+                  coalesce(xid_code, TRY_CAST(nullif(regexp_extract(message, 'Xid [(][^)]*[)]: ([0-9]+)', 1), '') AS BIGINT)) AS xid_code,
+                  coalesce(pci_bus, nullif(regexp_extract(message, 'Xid [(](PCI:)?([^)]*)[)]', 2), '')) AS pci_bus,
                   row_number() OVER (PARTITION BY ts, xid_code, pci_bus, message ORDER BY source_file LIKE 'series/%' DESC, source_file) AS k
            FROM dmesg WHERE kind IN ('xid', 'gpu_fallen_off_bus') AND ts IS NOT NULL) WHERE k = 1 ORDER BY ts"""
     ).to_dicts()
     groups: list[list[dict]] = []
     for row in df:
-        code = 79 if row["kind"] == "gpu_fallen_off_bus" else row["xid_code"]
-        row["code"] = code
+        row["code"] = 79 if row["kind"] == "gpu_fallen_off_bus" else row["xid_code"]
         g = next(
             (
                 g
                 for g in groups
-                if g[0]["code"] == code
-                and g[0]["pci_bus"] == row["pci_bus"]
+                if g[0]["pci_bus"] == row["pci_bus"]
                 and row["ts"] - g[-1]["ts"] <= timedelta(seconds=T["group_s"])
             ),
             None,
@@ -122,47 +124,54 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
             groups.append([row])
         else:
             g.append(row)
-    out = []
-    for g in groups:
-        code, bus, t0, t1 = g[0]["code"], g[0]["pci_bus"] or "?", g[0]["ts"], g[-1]["ts"]
-        sev, meaning, todo = CODES.get(
-            code,
-            (
-                "major",
-                "Xid error",
-                "Look the code up in NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors).",
+    return [_finding(ctx, g) for g in groups]
+
+
+_UNKNOWN = (
+    "major",
+    "Xid error",
+    "Look the code up in NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors).",
+)
+_ORDER = ["info", "minor", "major", "critical"]
+
+
+def _finding(ctx: Context, g: list[dict]) -> Finding:
+    """One finding for the Xids of one GPU within a minute (13 then 43 is one incident)."""
+    codes = list(dict.fromkeys(x["code"] for x in g))
+    info = {c: CODES.get(c, _UNKNOWN) if c is not None else _UNKNOWN for c in codes}
+    code = max(codes, key=lambda c: _ORDER.index(info[c][0]))  # the worst one names it
+    sev, meaning, _ = info[code]
+    bus, t0, t1 = g[0]["pci_bus"] or "?", g[0]["ts"], g[-1]["ts"]
+    others = [str(c) for c in codes if c != code]
+    also = f" (then Xid {', '.join(others)})" if others else ""
+    who = next((f"{x['comm']} (pid {x['pid']})" for x in g if x.get("comm")), None)
+    return Finding(
+        key="GPU_XID",
+        kind=NAME,
+        title=f"GPU error Xid {code} ({meaning}) on {bus}{also}",
+        severity=sev,
+        start=second_of(t0),  # whole seconds: the signals grid
+        end=second_of(t1) + timedelta(seconds=1),
+        summary=f"The NVIDIA driver reported Xid {code} ({meaning}){also} on GPU {bus}, {len(g)} line(s) from {hhmmss(t0)} UTC"
+        + (f", process {who}" if who else "")
+        + ".",
+        impact={"xid_events": len(g), "xid_codes": codes},
+        evidence=[
+            *(
+                Evidence("xid_code", float(c) if c is not None else None, None, "", info[c][1])
+                for c in codes
             ),
-        )
-        who = next((f"{x['comm']} (pid {x['pid']})" for x in g if x.get("comm")), None)
-        out.append(
-            Finding(
-                key="GPU_XID",
-                kind=NAME,
-                title=f"GPU error Xid {code} ({meaning}) on {bus}",
-                severity=sev,
-                start=t0,
-                end=t1 + timedelta(seconds=1),
-                summary=f"The NVIDIA driver reported Xid {code} ({meaning}) on GPU {bus} {len(g)} time(s) from {hhmmss(t0)} UTC"
-                + (f", process {who}" if who else "")
-                + ".",
-                impact={"xid_events": len(g)},
-                evidence=[
-                    Evidence(
-                        "xid_code", float(code) if code is not None else None, None, "", meaning
-                    ),
-                    Evidence("events", float(len(g)), None, "count", f"GPU {bus}"),
-                ],
-                log_lines=[
-                    ln
-                    for x in g[:20]
-                    for ln in ctx.log_lines(
-                        f"source_file = '{x['source_file']}' AND line_no = {int(x['line_no'])}"
-                    )
-                ],
-                remediation=[
-                    todo,
-                    "Collect `nvidia-bug-report.sh` from the host before rebooting it.",
-                ],
+            Evidence("events", float(len(g)), None, "count", f"GPU {bus}"),
+        ],
+        log_lines=[
+            ln
+            for x in g[:20]
+            for ln in ctx.log_lines(
+                f"source_file = '{x['source_file']}' AND line_no = {int(x['line_no'])}"
             )
-        )
-    return out
+        ],
+        remediation=[
+            *dict.fromkeys(info[c][2] for c in codes),
+            "Collect `nvidia-bug-report.sh` from the host before rebooting it.",
+        ],
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer import intervals
-from analyzer.detectors import checkpoint_stall
+from analyzer.detectors import checkpoint_stall, gpu_starvation
 from analyzer.detectors._base import Context, gpu_loss_severity, r, span, worst
 from analyzer.findings import Evidence, Finding, NotEvaluated
 from analyzer.intervals import overlap_s
@@ -47,7 +47,8 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
     if df.height == 0:
         return NotEvaluated(NAME, f"{table} has no %util samples (iostat without -x?)")
     skip = checkpoint_stall.stall_windows(ctx)
-    gbase, dips = ctx.gpu_dips()
+    gbase, _ = ctx.gpu_dips()
+    dips = gpu_starvation.dips_of(ctx, "io")
     out = []
     for (dev,), sub in df.group_by("dev", maintain_order=True):
         base_await = float(sub["await"].median() or 0.0)

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import polars as pl
 
+from analyzer.detectors import gpu_starvation
 from analyzer.detectors._base import Context, gpu_loss_severity, r, span, unit_of, worst
 from analyzer.findings import Evidence, Finding, NotEvaluated
 from analyzer.intervals import overlap_s
@@ -54,7 +55,8 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
         )
     score = ctx.signals.select(pl.max_horizontal(parts).alias("x"))["x"]
     wins = ctx.runs(score, 1.0, T["leave_frac"], min_s=T["min_s"], gap_s=T["merge_gap_s"])
-    gbase, dips = ctx.gpu_dips()
+    gbase, _ = ctx.gpu_dips()
+    dips = gpu_starvation.dips_of(ctx, "memory")
     out = []
     for w in wins:
         ev = []

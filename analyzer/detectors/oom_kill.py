@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from analyzer.detectors._base import Context, hhmmss, r, unit_of
+from analyzer.detectors._base import Context, hhmmss, r, second_of, unit_of
 from analyzer.findings import Evidence, Finding, NotEvaluated
 
 NAME = "oom_kill"
@@ -114,8 +114,8 @@ def _from_dmesg(ctx: Context, k: dict) -> Finding:
         kind=NAME,
         title=f"OOM killer killed {k.get('comm')} (pid {k.get('pid')})",
         severity="critical",
-        start=t,
-        end=t + timedelta(seconds=1),
+        start=second_of(t),  # the second of the kill, on the signals grid
+        end=second_of(t) + timedelta(seconds=1),
         summary=f"At {hhmmss(t)} UTC the kernel killed {k.get('comm')} (pid {k.get('pid')}, {rss_kb / 1024:.0f} MiB resident) because {scope} ran out of memory.",
         impact={"processes_killed": 1, "rss_freed_mb": r(rss_kb / 1024, 0)},
         evidence=ev,

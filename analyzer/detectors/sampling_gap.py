@@ -4,7 +4,10 @@ A collector that should print every ``step`` seconds (its median spacing) but go
 for longer than max(3 × step, step + 2 s) either could not run (the host was too loaded to
 schedule it, or blocked on memory/I/O) or stalled (nvidia-smi on a sick GPU). That is a
 symptom in itself, and every other finding in that window is marked with a caveat: its
-numbers there are incomplete. A collector that stops early before the capture end counts.
+numbers there are incomplete. A collector that stops early counts: its silence is measured
+to the last sample of any collector, or to the capture end minus 30 s when every collector
+went quiet (the end snapshots that follow the series are not a gap) — unless it exited 0
+after printing all its samples (``vmstat 1 N`` ends on its own while the samplers go on).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ THRESHOLDS = {
     "minor_collectors": 2,
     "major_collectors": 3,
     "major_gap_s": 30,
+    "end_grace_s": 30,  # end snapshots after the series may take this long
 }
 T = THRESHOLDS
 TABLES = {  # table -> has a since_boot column
@@ -47,13 +51,25 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
         for t in present
     ]
     end = ctx.signals["ts"].max() if ctx.signals.height else None
-    end_sql = (
-        f"'{(end + timedelta(seconds=1)).isoformat()}'::TIMESTAMPTZ" if end is not None else "NULL"
-    )  # type: ignore[operator]
+    grace = (
+        f"'{(end - timedelta(seconds=T['end_grace_s'])).isoformat()}'::TIMESTAMPTZ"  # type: ignore[operator]
+        if end is not None
+        else "NULL"
+    )
+    # a collector that stopped early: measured to the last sample of any collector (the
+    # end snapshots after the series are not a gap), or to the capture end minus a grace
+    end_sql = f"greatest((SELECT max(sec) FROM s) + INTERVAL 1 SECOND, {grace})"
+    # a collector that printed its full count and exited 0 (vmstat 1 N) has no tail gap
+    done = (
+        "SELECT file FROM collectors WHERE exit_code = 0"
+        if ctx.rows("collectors")
+        else "SELECT NULL::VARCHAR AS file WHERE false"
+    )
     gaps = ctx.query(
         f"""WITH s AS (SELECT DISTINCT f, sec FROM ({" UNION ALL ".join(parts)})),
-            d AS (SELECT f, sec, lead(sec) OVER (PARTITION BY f ORDER BY sec) AS nxt FROM s),
-            st AS (SELECT f, median(epoch(nxt) - epoch(sec)) AS step, count(*) AS n FROM d WHERE nxt IS NOT NULL GROUP BY f)
+            d AS (SELECT f, sec, coalesce(lead(sec) OVER (PARTITION BY f ORDER BY sec),
+                                          CASE WHEN f IN ({done}) THEN sec END) AS nxt FROM s),
+            st AS (SELECT f, median(epoch(nxt) - epoch(sec)) AS step, count(*) AS n FROM d WHERE nxt > sec GROUP BY f)
         SELECT d.f, d.sec, coalesce(d.nxt, {end_sql}) AS nxt, st.step FROM d JOIN st USING (f)
         WHERE st.n >= {int(T["min_samples"])} AND epoch(coalesce(d.nxt, {end_sql})) - epoch(d.sec) > greatest({T["gap_steps"]} * st.step, st.step + {T["gap_extra_s"]})
         ORDER BY d.sec"""
