@@ -23,6 +23,19 @@ from analyzer.errors import HindsightError
 
 EXIT_INTERNAL = 1
 EXIT_INPUT = 2
+EXIT_FINDING = 3
+SEVERITY_RANK = {"info": 0, "minor": 1, "major": 2, "critical": 3}
+
+
+class Severity(StrEnum):
+    """Finding severities, lowest first (docs/detectors.md)."""
+
+    info = "info"
+    minor = "minor"
+    major = "major"
+    critical = "critical"
+
+
 _D = Limits()  # defaults, shown in --help
 _MIB = 1 << 20
 
@@ -163,6 +176,13 @@ def analyze(
         list[str] | None,
         typer.Option("--redact-pattern", help="with --redact: also mask this regex (repeatable)"),
     ] = None,
+    fail_on: Annotated[
+        Severity | None,
+        typer.Option(
+            "--fail-on",
+            help="exit 3 when a finding at or above this severity exists (for automation)",
+        ),
+    ] = None,
 ) -> None:
     from analyzer.bundle import bundle_name
     from analyzer.pipeline import Options, run
@@ -226,6 +246,11 @@ def analyze(
             typer.echo(f"hindsight: redaction mapping (private): {redaction.mapping}", err=True)
     if not quiet:
         typer.echo("\n".join(map(one_line, format_summary(result).splitlines())))
+    if fail_on is not None and any(
+        SEVERITY_RANK.get(str(f.get("severity")), -1) >= SEVERITY_RANK[fail_on.value]
+        for f in result.findings
+    ):
+        raise typer.Exit(EXIT_FINDING)
 
 
 def result_refusals(result) -> list[tuple[str, str]]:

@@ -124,3 +124,14 @@ def test_default_report_path_is_bundle_name_in_cwd(hand_made: Path, tmp_path: Pa
     assert run.returncode == 0, run.stderr
     assert run.stdout == ""
     assert (tmp_path / "hand-made.report.html").is_file()
+
+
+def test_fail_on_exits_3_when_a_finding_reaches_the_severity(tmp_path: Path) -> None:
+    """The real H200 sample has major findings (checkpoint stalls) and none critical."""
+    sample = Path(__file__).resolve().parent.parent / "samples" / "h200-checkpoint-stall.tgz"
+    major = analyze(sample, "-q", "-o", tmp_path / "a.html", "--fail-on", "major", cwd=tmp_path)
+    assert major.returncode == 3, major.stderr
+    critical = analyze(
+        sample, "-q", "-o", tmp_path / "b.html", "--fail-on", "critical", cwd=tmp_path
+    )
+    assert critical.returncode == 0, critical.stderr
