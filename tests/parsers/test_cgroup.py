@@ -7,7 +7,6 @@ documented prefix (docs/bundle-format.md); cgroup files have no locale variants.
 
 from __future__ import annotations
 
-import random
 import tempfile
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mutations import mutate
 
 from analyzer.errors import ParseError
 from analyzer.parsers import base, cgroup
@@ -166,30 +166,12 @@ def test_sniff_recognizes_renamed_fixtures_and_rejects_other_tools(tmp_path: Pat
         assert cgroup.sniff(text, "data.txt") < 0.5, text
 
 
-def _mutate(data: bytes, seed: int, op: int) -> bytes:
-    rnd = random.Random(seed)
-    if op == 0 and data:
-        return data[: rnd.randrange(len(data))]
-    if op == 1:
-        lines = data.split(b"\n")
-        lines.insert(
-            rnd.randrange(len(lines) + 1),
-            bytes(rnd.randrange(256) for _ in range(rnd.randrange(40))),
-        )
-        return b"\n".join(lines)
-    out = bytearray(data)
-    for _ in range(rnd.randrange(1, 8)):
-        if out:
-            out[rnd.randrange(len(out))] = rnd.randrange(256)
-    return bytes(out)
-
-
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(idx=st.integers(0, len(OUTPUTS)), seed=st.integers(0, 2**32), op=st.integers(0, 2))
 def test_mutated_inputs_never_crash(idx: int, seed: int, op: int) -> None:
     with tempfile.TemporaryDirectory() as d:
         src = _sampler(Path(d)) if idx == len(OUTPUTS) else OUTPUTS[idx]
-        data = _mutate(src.read_bytes(), seed, op)
+        data = mutate(src.read_bytes(), seed, op)
         p = Path(d) / "m"
         p.write_bytes(data)
         try:

@@ -11,7 +11,6 @@ capture is re-rendered in de_DE / en_US form (decimal commas, dd.mm.yyyy, AM/PM,
 from __future__ import annotations
 
 import json
-import random
 import re
 import tempfile
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mutations import mutate
 
 from analyzer.errors import ParseError
 from analyzer.parsers import base, pidstat
@@ -253,28 +253,10 @@ def test_sniff_recognizes_renamed_fixtures_and_rejects_other_tools() -> None:
         assert pidstat.sniff(text, "data.txt") < 0.5
 
 
-def _mutate(data: bytes, seed: int, op: int) -> bytes:
-    rnd = random.Random(seed)
-    if op == 0 and data:
-        return data[: rnd.randrange(len(data))]
-    if op == 1:
-        lines = data.split(b"\n")
-        lines.insert(
-            rnd.randrange(len(lines) + 1),
-            bytes(rnd.randrange(256) for _ in range(rnd.randrange(40))),
-        )
-        return b"\n".join(lines)
-    out = bytearray(data)
-    for _ in range(rnd.randrange(1, 8)):
-        if out:
-            out[rnd.randrange(len(out))] = rnd.randrange(256)
-    return bytes(out)
-
-
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(idx=st.integers(0, len(OUTPUTS) - 1), seed=st.integers(0, 2**32), op=st.integers(0, 2))
 def test_mutated_fixtures_never_crash(idx: int, seed: int, op: int) -> None:
-    data = _mutate(OUTPUTS[idx].read_bytes(), seed, op)
+    data = mutate(OUTPUTS[idx].read_bytes(), seed, op)
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "m"
         p.write_bytes(data)
