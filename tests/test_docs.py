@@ -3,6 +3,7 @@ documented, every registry entry has fixtures, every command has help with an ex
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -78,9 +79,11 @@ def test_every_command_has_help_with_an_example(command: str) -> None:
     result = CliRunner().invoke(app, [command, "--help"])
     assert result.exit_code == 0
     assert "Example" in result.output
-    assert command in (ROOT / "README.md").read_text() + "".join(
+    docs = (ROOT / "README.md").read_text() + "".join(
         p.read_text() for p in (ROOT / "docs").glob("*.md")
     )
+    # Documented as a command (`hindsight CMD` or `CMD ...` in code), not as any substring.
+    assert re.search(rf"hindsight {re.escape(command)}\b|`{re.escape(command)}[ `]", docs), command
 
 
 def test_capture_script_command_prints_the_shipped_script() -> None:
