@@ -55,14 +55,12 @@ def test_every_registered_parser_has_fixtures_and_a_docstring(tool: str) -> None
     module = PARSERS[tool]
     assert module.__doc__ and len(module.__doc__) > 200, f"{tool}: module docstring missing"
     assert module.TABLES, f"{tool}: no declared tables"
-    folders = {
-        "proc_meminfo": "proc_meminfo",
-        "nvidia_dmon": "nvidia-smi",
-        "nvidia_smi_q": "nvidia-smi",
-    }
-    fixtures = ROOT / "tests" / "fixtures" / folders.get(tool, tool)
-    candidates = [fixtures, ROOT / "tests" / "fixtures" / "snapshots"]
-    assert any(p.is_dir() and any(p.iterdir()) for p in candidates), f"{tool}: no fixtures"
+    snapshots = {"host_config", "ps", "df", "interrupts", "buddyinfo"}
+    folders = {"nvidia_dmon": "nvidia-smi", "nvidia_smi_q": "nvidia-smi"}
+    folder = "snapshots" if tool in snapshots else folders.get(tool, tool)
+    fixtures = ROOT / "tests" / "fixtures" / folder
+    assert fixtures.is_dir() and (fixtures / "PROVENANCE.md").is_file(), f"{tool}: no fixtures"
+    assert len(list(fixtures.iterdir())) > 1, f"{tool}: no fixture besides PROVENANCE.md"
 
 
 def _commands() -> list[str]:
