@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from analyzer import __version__
 from analyzer.bundle import Bundle, Limits, open_bundle
 from analyzer.errors import HindsightError, LimitError, ParseError
 from analyzer.manifest import Manifest, bundle_path, is_exit_code, load_manifest
+from analyzer.parallel import run_groups
 from analyzer.parsers import PARSERS
 from analyzer.parsers.base import (
     Coverage,
@@ -33,6 +35,7 @@ from analyzer.store import Store
 JSON_SCHEMA_VERSION = 1
 STDERR_TAIL_LINES = 5
 PROGRESS_FILE_BYTES = 4_000_000  # files this big get their own progress line
+PARSE_WORKERS = 2  # files parsed at once (the reference machine has 2 cores)
 
 
 @dataclass
@@ -133,22 +136,31 @@ def _parse_all(
         if i.companion_of:
             companions[i.companion_of].append(i)
     rows: list[dict[str, Any]] = []
-    tables: dict[str, int] = {}
-    metas: list[dict[str, object]] = []
-    small_said = False
+    jobs: list[tuple[Identified, dict[str, Any], dict[str, int], list[dict[str, object]]]] = []
     for item in identified:
         if item.companion_of:
             continue
         row = _base_row(item, manifest)
         _attach_companions(row, companions.pop(item.file.rel, []))
         if item.role == "data" and item.tool:
-            if item.file.size >= PROGRESS_FILE_BYTES:  # small files: one "parsing" line
-                say(f"parsing {item.file.rel} ({item.tool}, {item.file.size / 1e6:.0f} MB)")
-            elif not small_said:
-                small_said = True
-                say("parsing small files")
-            _parse_one(item, manifest, store, options, row, tables, metas)
+            jobs.append((item, row, {}, []))
         rows.append(row)
+    said = _Say(say)
+    groups = _groups([j[0] for j in jobs])
+
+    def parse_group(group: list[int]) -> None:
+        for k in group:
+            item, row, counts, meta = jobs[k]
+            said.parsing(item)
+            _parse_one(item, manifest, store, options, row, counts, meta)
+
+    run_groups(parse_group, groups, PARSE_WORKERS)
+    tables: dict[str, int] = {}
+    metas: list[dict[str, object]] = []
+    for _item, _row, counts, meta in jobs:  # merged in file order: the same result every run
+        for name, n in counts.items():
+            tables[name] = tables.get(name, 0) + n
+        metas += meta
     for owner, orphans in companions.items():  # .err/.status whose output file is absent
         row = {"file": owner, "collector": _stem(owner), "status": "missing", "bytes": 0}
         row["reason"] = "no output file; only the collector's stderr/status was captured"
@@ -162,6 +174,49 @@ def _parse_all(
         _attach_companions(row, orphans)
         rows.append(row)
     return rows, tables, metas
+
+
+class _Say:
+    """Progress lines for the parse stage: big files get their own line, small ones one."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say, self.small_said, self.lock = say, False, threading.Lock()
+
+    def parsing(self, item: Identified) -> None:
+        with self.lock:
+            if item.file.size >= PROGRESS_FILE_BYTES:
+                self.say(f"parsing {item.file.rel} ({item.tool}, {item.file.size / 1e6:.0f} MB)")
+            elif not self.small_said:
+                self.small_said = True
+                self.say("parsing small files")
+
+
+def _groups(items: list[Identified]) -> list[list[int]]:
+    """Indexes of ``items`` grouped so that no two groups write the same table.
+
+    Each group is parsed in file order by one worker, so every table receives its rows
+    in the same order on every run whatever the scheduling. Biggest groups first.
+    """
+    owner: dict[str, int] = {}  # table -> group id
+    parent: list[int] = []
+
+    def find(g: int) -> int:
+        while parent[g] != g:
+            parent[g] = parent[parent[g]]
+            g = parent[g]
+        return g
+
+    for k, item in enumerate(items):
+        parent.append(k)
+        for table in PARSERS[item.tool].TABLES:
+            if table in owner:
+                parent[find(k)] = find(owner[table])
+            else:
+                owner[table] = k
+    groups: dict[int, list[int]] = {}
+    for k in range(len(items)):
+        groups.setdefault(find(k), []).append(k)
+    return sorted(groups.values(), key=lambda g: -sum(items[k].file.size for k in g))
 
 
 def _parse_one(

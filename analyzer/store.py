@@ -8,7 +8,9 @@ the input file each row came from) so every number traces back to its file.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -123,6 +125,7 @@ class Store:
             self.con.sql(f"SET memory_limit = '{FILE_DB_MEMORY_LIMIT}'")
         self._tables = declared_tables()
         self._created: set[str] = set()
+        self._lock = threading.Lock()
 
     def write(self, name: str, frame: pl.DataFrame | pl.LazyFrame, source_file: str | None) -> int:
         """Append ``frame`` to table ``name`` after conforming it to the declared schema.
@@ -136,6 +139,10 @@ class Store:
         # String views pass to DuckDB as they are (the default converts every string).
         arrow = df.to_arrow(compat_level=pl.CompatLevel.newest())
         del df
+        with self._lock:  # one DuckDB connection, files parsed on several threads
+            return self._insert(name, arrow, source_file)
+
+    def _insert(self, name: str, arrow: Any, source_file: str | None) -> int:
         self.con.register("_incoming", arrow)
         try:
             src = "NULL" if name in STORE_TABLES else _sql_literal(source_file)
@@ -153,9 +160,10 @@ class Store:
         """Delete the rows of table ``name`` that came from ``source_file``; returns how many."""
         if name not in self._created or name in STORE_TABLES:
             return 0
-        rows = self.con.sql(
-            f'DELETE FROM "{name}" WHERE source_file = {_sql_literal(source_file)} RETURNING 1'
-        ).fetchall()
+        with self._lock:
+            rows = self.con.sql(
+                f'DELETE FROM "{name}" WHERE source_file = {_sql_literal(source_file)} RETURNING 1'
+            ).fetchall()
         return len(rows)
 
     def tables(self) -> list[str]:
