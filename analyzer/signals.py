@@ -127,16 +127,28 @@ SIGNAL_SOURCES = table(
 )
 
 
-def _has_rows(con: duckdb.DuckDBPyConnection, name: str, sql: str) -> bool:
+def _materialise(con: duckdb.DuckDBPyConnection, group: str, alt: Alt) -> str | None:
+    """Run ``alt``'s aggregation once into a temporary table; its name, or None when
+    the source is absent or has no timed row (the next alternative is tried then).
+
+    The per-second aggregates are small (one row per sample time) while their sources
+    can be tens of millions of rows: the step, the span and the join below all read the
+    temporary table instead of aggregating the source again.
+    """
     exists = con.sql(
-        f"SELECT count(*) FROM duckdb_tables() WHERE table_name = '{name}'"
+        f"SELECT count(*) FROM duckdb_tables() WHERE table_name = '{alt.table}'"
     ).fetchall()[0][0]
     if not exists:
-        return False
+        return None
+    name = f"_signal_{group}"
     try:
-        return con.sql(f"SELECT count(*) FROM ({sql}) WHERE sec IS NOT NULL").fetchall()[0][0] > 0
+        con.sql(f"CREATE OR REPLACE TEMP TABLE {name} AS {alt.sql}")
     except duckdb.Error:  # a column the query needs is absent in this store
-        return False
+        return None
+    if con.sql(f"SELECT count(*) FROM {name} WHERE sec IS NOT NULL").fetchall()[0][0] > 0:
+        return name
+    con.sql(f"DROP TABLE {name}")
+    return None
 
 
 # A sample describes at most this many seconds before it (10 s histograms, 1–60 s
@@ -171,24 +183,27 @@ def build(
     The grid runs from ``start`` to ``end`` (the capture span) truncated to seconds; when
     either is unknown, the span of the chosen sources is used.
     """
-    chosen: list[tuple[str, Alt]] = []
+    chosen: list[tuple[str, str]] = []  # group, temporary table of its aggregates
     source_rows = []
     for group, (cols, alts) in GROUPS.items():
-        alt = next((a for a in alts if _has_rows(con, a.table, a.sql)), None)
-        if alt is None:
+        found = next(((a, t) for a in alts if (t := _materialise(con, group, a))), None)
+        if found is None:
             wanted = " or ".join(dict.fromkeys(a.table for a in alts))
             source_rows += [(c, None, None, f"missing: needs {wanted}") for c in cols]
             continue
-        chosen.append((group, alt))
+        alt, temp = found
+        chosen.append((group, temp))
         step = con.sql(
-            f"SELECT coalesce(least(greatest(1, round(median(d))), {MAX_STEP_S}), 1) FROM (SELECT epoch(sec) - epoch(lag(sec) OVER (ORDER BY sec)) AS d FROM (SELECT DISTINCT sec FROM ({alt.sql}) AS q WHERE sec IS NOT NULL))"
+            f"SELECT coalesce(least(greatest(1, round(median(d))), {MAX_STEP_S}), 1) FROM (SELECT epoch(sec) - epoch(lag(sec) OVER (ORDER BY sec)) AS d FROM (SELECT DISTINCT sec FROM {temp} WHERE sec IS NOT NULL))"
         ).fetchall()[0][0]
         source_rows += [(c, alt.table, float(step), alt.note or None) for c in cols]
     if cpus is None:
         cpus = _cpu_count(con)
     source_rows.append(("cpus", "bundle" if cpus else None, None, "bundle.cpus, else mpstat CPUs"))
 
-    subs = {g: _expanded(a.sql, GROUPS[g][0], g in _WITH_INTERVAL) for g, a in chosen}
+    subs = {
+        g: _expanded(f"SELECT * FROM {t}", GROUPS[g][0], g in _WITH_INTERVAL) for g, t in chosen
+    }
     lo, hi = _span(con, subs, start, end)
     con.sql("DROP TABLE IF EXISTS signals")
     con.sql("DROP TABLE IF EXISTS signal_sources")
@@ -214,6 +229,8 @@ def build(
     con.register("_signal_sources", frame.to_arrow())
     con.sql("CREATE TABLE signal_sources AS SELECT * FROM _signal_sources")
     con.unregister("_signal_sources")
+    for _group, temp in chosen:
+        con.sql(f"DROP TABLE IF EXISTS {temp}")
     return SIGNALS.conform(con.sql("SELECT * FROM signals ORDER BY ts").pl()).collect()
 
 
