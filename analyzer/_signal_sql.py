@@ -1,6 +1,6 @@
 """The SQL behind each group of `signals` columns, one `Alt` per source in preference order.
 
-Every query yields ``sec`` (the second, ``date_trunc('second', ts)``) and then the group's
+Every query yields ``sec`` (the second, ``second_of(ts)``) and then the group's
 columns in order; `analyzer.signals` spreads each sample over the seconds it covers.
 """
 
@@ -29,7 +29,7 @@ def _hist_p99(pattern: str) -> str:
                       CASE unit WHEN 'nsecs' THEN 0.001 WHEN 'msecs' THEN 1000 WHEN 'secs' THEN 1e6 ELSE 1 END AS f,
                       sum(c) OVER (PARTITION BY ts ORDER BY bucket_low ROWS UNBOUNDED PRECEDING) AS cum,
                       sum(c) OVER (PARTITION BY ts) AS tot FROM h)
-    SELECT date_trunc('second', ts) AS sec,
+    SELECT second_of(ts) AS sec,
            min(CASE WHEN tot > 0 AND cum >= 0.99 * tot THEN coalesce(hi, bucket_low * 2) * f END) AS p99
     FROM k GROUP BY 1"""
 
@@ -41,22 +41,22 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
         (
             Alt(
                 "mpstat_cpu",
-                "SELECT date_trunc('second', ts) AS sec, avg(100 - idle_pct - iowait_pct), avg(usr_pct + coalesce(nice_pct, 0)), avg(sys_pct + coalesce(irq_pct, 0) + coalesce(soft_pct, 0)), avg(iowait_pct), avg(steal_pct) FROM mpstat_cpu WHERE cpu = -1 AND since_boot IS NOT TRUE AND ts IS NOT NULL GROUP BY 1",
+                "SELECT second_of(ts) AS sec, avg(100 - idle_pct - iowait_pct), avg(usr_pct + coalesce(nice_pct, 0)), avg(sys_pct + coalesce(irq_pct, 0) + coalesce(soft_pct, 0)), avg(iowait_pct), avg(steal_pct) FROM mpstat_cpu WHERE cpu = -1 AND since_boot IS NOT TRUE AND ts IS NOT NULL GROUP BY 1",
                 "mpstat CPU 'all'",
             ),
             Alt(
                 "sar_cpu",
-                "SELECT date_trunc('second', ts) AS sec, avg(100 - idle_pct - iowait_pct), avg(user_pct + coalesce(nice_pct, 0)), avg(system_pct + coalesce(irq_pct, 0) + coalesce(soft_pct, 0)), avg(iowait_pct), avg(steal_pct) FROM sar_cpu WHERE cpu = -1 AND ts IS NOT NULL GROUP BY 1",
+                "SELECT second_of(ts) AS sec, avg(100 - idle_pct - iowait_pct), avg(user_pct + coalesce(nice_pct, 0)), avg(system_pct + coalesce(irq_pct, 0) + coalesce(soft_pct, 0)), avg(iowait_pct), avg(steal_pct) FROM sar_cpu WHERE cpu = -1 AND ts IS NOT NULL GROUP BY 1",
                 "sar -u CPU all",
             ),
             Alt(
                 "vmstat",
-                "SELECT date_trunc('second', ts) AS sec, avg(100 - id_pct - wa_pct), avg(us_pct), avg(sy_pct), avg(wa_pct), avg(st_pct) FROM vmstat WHERE since_boot IS NOT TRUE AND ts IS NOT NULL GROUP BY 1",
+                "SELECT second_of(ts) AS sec, avg(100 - id_pct - wa_pct), avg(us_pct), avg(sy_pct), avg(wa_pct), avg(st_pct) FROM vmstat WHERE since_boot IS NOT TRUE AND ts IS NOT NULL GROUP BY 1",
                 "vmstat us/sy/id/wa/st",
             ),
             Alt(
                 "iostat_cpu",
-                "SELECT date_trunc('second', ts) AS sec, avg(100 - idle_pct - iowait_pct), avg(user_pct + coalesce(nice_pct, 0)), avg(system_pct), avg(iowait_pct), avg(steal_pct) FROM iostat_cpu WHERE since_boot IS NOT TRUE AND ts IS NOT NULL GROUP BY 1",
+                "SELECT second_of(ts) AS sec, avg(100 - idle_pct - iowait_pct), avg(user_pct + coalesce(nice_pct, 0)), avg(system_pct), avg(iowait_pct), avg(steal_pct) FROM iostat_cpu WHERE since_boot IS NOT TRUE AND ts IS NOT NULL GROUP BY 1",
                 "iostat avg-cpu",
             ),
         ),
@@ -66,12 +66,12 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
         (
             Alt(
                 "mpstat_cpu",
-                "SELECT date_trunc('second', ts) AS sec, max(coalesce(irq_pct, 0) + coalesce(soft_pct, 0)) FROM mpstat_cpu WHERE cpu >= 0 AND since_boot IS NOT TRUE AND ts IS NOT NULL AND (irq_pct IS NOT NULL OR soft_pct IS NOT NULL) GROUP BY 1",
+                "SELECT second_of(ts) AS sec, max(coalesce(irq_pct, 0) + coalesce(soft_pct, 0)) FROM mpstat_cpu WHERE cpu >= 0 AND since_boot IS NOT TRUE AND ts IS NOT NULL AND (irq_pct IS NOT NULL OR soft_pct IS NOT NULL) GROUP BY 1",
                 "max over CPUs",
             ),
             Alt(
                 "sar_cpu",
-                "SELECT date_trunc('second', ts) AS sec, max(irq_pct + soft_pct) FROM sar_cpu WHERE cpu >= 0 AND irq_pct IS NOT NULL AND ts IS NOT NULL GROUP BY 1",
+                "SELECT second_of(ts) AS sec, max(irq_pct + soft_pct) FROM sar_cpu WHERE cpu >= 0 AND irq_pct IS NOT NULL AND ts IS NOT NULL GROUP BY 1",
                 "sar -P ALL -u ALL",
             ),
         ),
@@ -81,12 +81,12 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
         (
             Alt(
                 "vmstat",
-                "SELECT date_trunc('second', ts) AS sec, avg(r), avg(b) FROM vmstat WHERE since_boot IS NOT TRUE AND ts IS NOT NULL GROUP BY 1",
+                "SELECT second_of(ts) AS sec, avg(r), avg(b) FROM vmstat WHERE since_boot IS NOT TRUE AND ts IS NOT NULL GROUP BY 1",
                 "vmstat r, b",
             ),
             Alt(
                 "sar_queue",
-                "SELECT date_trunc('second', ts) AS sec, avg(runq_sz), avg(blocked) FROM sar_queue WHERE ts IS NOT NULL GROUP BY 1",
+                "SELECT second_of(ts) AS sec, avg(runq_sz), avg(blocked) FROM sar_queue WHERE ts IS NOT NULL GROUP BY 1",
                 "sar -q",
             ),
         ),
@@ -96,11 +96,11 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
         (
             Alt(
                 "vmstat",
-                "SELECT date_trunc('second', ts) AS sec, avg(cs_per_s) FROM vmstat WHERE since_boot IS NOT TRUE AND ts IS NOT NULL GROUP BY 1",
+                "SELECT second_of(ts) AS sec, avg(cs_per_s) FROM vmstat WHERE since_boot IS NOT TRUE AND ts IS NOT NULL GROUP BY 1",
             ),
             Alt(
                 "sar_task",
-                "SELECT date_trunc('second', ts) AS sec, avg(cswch_s) FROM sar_task WHERE ts IS NOT NULL GROUP BY 1",
+                "SELECT second_of(ts) AS sec, avg(cswch_s) FROM sar_task WHERE ts IS NOT NULL GROUP BY 1",
             ),
         ),
     ),
@@ -109,12 +109,12 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
         (
             Alt(
                 "meminfo",
-                "SELECT date_trunc('second', ts) AS sec, avg(value_kb) FILTER (key = 'MemAvailable'), avg(value_kb) FILTER (key = 'Dirty'), avg(value_kb) FILTER (key = 'Writeback') FROM meminfo WHERE node IS NULL AND ts IS NOT NULL GROUP BY 1",
+                "SELECT second_of(ts) AS sec, avg(value_kb) FILTER (key = 'MemAvailable'), avg(value_kb) FILTER (key = 'Dirty'), avg(value_kb) FILTER (key = 'Writeback') FROM meminfo WHERE node IS NULL AND ts IS NOT NULL GROUP BY 1",
                 "/proc/meminfo",
             ),
             Alt(
                 "sar_memory",
-                "SELECT date_trunc('second', ts) AS sec, avg(kbavail), avg(kbdirty), NULL::DOUBLE FROM sar_memory WHERE ts IS NOT NULL GROUP BY 1",
+                "SELECT second_of(ts) AS sec, avg(kbavail), avg(kbdirty), NULL::DOUBLE FROM sar_memory WHERE ts IS NOT NULL GROUP BY 1",
                 "sar -r",
             ),
         ),
@@ -124,17 +124,17 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
         (
             Alt(
                 "vmstat",
-                "SELECT date_trunc('second', ts) AS sec, avg(si_kb_s), avg(so_kb_s) FROM vmstat WHERE since_boot IS NOT TRUE AND ts IS NOT NULL GROUP BY 1",
+                "SELECT second_of(ts) AS sec, avg(si_kb_s), avg(so_kb_s) FROM vmstat WHERE since_boot IS NOT TRUE AND ts IS NOT NULL GROUP BY 1",
                 "vmstat si/so",
             ),
             Alt(
                 "proc_vmstat",
-                "SELECT date_trunc('second', ts) AS sec, avg(rate_per_s) FILTER (key = 'pswpin') * 4, avg(rate_per_s) FILTER (key = 'pswpout') * 4 FROM proc_vmstat WHERE node IS NULL AND ts IS NOT NULL GROUP BY 1",
+                "SELECT second_of(ts) AS sec, avg(rate_per_s) FILTER (key = 'pswpin') * 4, avg(rate_per_s) FILTER (key = 'pswpout') * 4 FROM proc_vmstat WHERE node IS NULL AND ts IS NOT NULL GROUP BY 1",
                 "pswpin/pswpout × 4 kB pages",
             ),
             Alt(
                 "sar_swap",
-                "SELECT date_trunc('second', ts) AS sec, avg(pswpin_s) * 4, avg(pswpout_s) * 4 FROM sar_swap WHERE ts IS NOT NULL GROUP BY 1",
+                "SELECT second_of(ts) AS sec, avg(pswpin_s) * 4, avg(pswpout_s) * 4 FROM sar_swap WHERE ts IS NOT NULL GROUP BY 1",
                 "sar -W × 4 kB pages",
             ),
         ),
@@ -156,13 +156,13 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
                     sum(r) FILTER (key LIKE 'pgsteal_kswapd%' OR key LIKE 'pgsteal_direct%' OR key LIKE 'pgsteal_khugepaged%'),
                     sum(r) FILTER (key = 'pgmajfault'),
                     sum(r) FILTER (key IN ('workingset_refault', 'workingset_refault_anon', 'workingset_refault_file'))
-                FROM (SELECT date_trunc('second', ts) AS sec, key, avg(rate_per_s) AS r FROM proc_vmstat
+                FROM (SELECT second_of(ts) AS sec, key, avg(rate_per_s) AS r FROM proc_vmstat
                       WHERE node IS NULL AND ts IS NOT NULL AND rate_per_s IS NOT NULL GROUP BY 1, 2) GROUP BY sec""",
                 "/proc/vmstat counters (kswapd + direct + khugepaged)",
             ),
             Alt(
                 "sar_paging",
-                "SELECT date_trunc('second', ts) AS sec, avg(pgscank_s + pgscand_s), avg(pgscand_s), avg(pgsteal_s), avg(majflt_s), NULL::DOUBLE FROM sar_paging WHERE ts IS NOT NULL GROUP BY 1",
+                "SELECT second_of(ts) AS sec, avg(pgscank_s + pgscand_s), avg(pgscand_s), avg(pgsteal_s), avg(majflt_s), NULL::DOUBLE FROM sar_paging WHERE ts IS NOT NULL GROUP BY 1",
                 "sar -B",
             ),
         ),
@@ -178,7 +178,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
         (
             Alt(
                 "psi",
-                """SELECT date_trunc('second', ts) AS sec,
+                """SELECT second_of(ts) AS sec,
                     avg(v) FILTER (resource = 'cpu' AND kind = 'some'), avg(v) FILTER (resource = 'memory' AND kind = 'some'),
                     avg(v) FILTER (resource = 'memory' AND kind = 'full'), avg(v) FILTER (resource = 'io' AND kind = 'some'),
                     avg(v) FILTER (resource = 'io' AND kind = 'full')
@@ -188,7 +188,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
             ),
             Alt(
                 "sar_psi",
-                """SELECT date_trunc('second', ts) AS sec,
+                """SELECT second_of(ts) AS sec,
                     avg(v) FILTER (resource = 'cpu' AND kind = 'some'), avg(v) FILTER (resource = 'memory' AND kind = 'some'),
                     avg(v) FILTER (resource = 'memory' AND kind = 'full'), avg(v) FILTER (resource = 'io' AND kind = 'some'),
                     avg(v) FILTER (resource = 'io' AND kind = 'full')
@@ -209,7 +209,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
             Alt(
                 "iostat_device",
                 f"""SELECT sec, sum(rd), sum(wr), max(util), max(wa), max(q) FROM (
-                    SELECT date_trunc('second', ts) AS sec, device AS dev, avg(coalesce(rkb_s, kb_read_s)) AS rd,
+                    SELECT second_of(ts) AS sec, device AS dev, avg(coalesce(rkb_s, kb_read_s)) AS rd,
                            avg(coalesce(wkb_s, kb_wrtn_s)) AS wr, avg(util_pct) AS util,
                            avg(coalesce(w_await_ms, await_ms)) AS wa, avg(aqu_sz) AS q
                     FROM iostat_device WHERE since_boot IS NOT TRUE AND is_partition IS NOT TRUE AND is_group IS NOT TRUE
@@ -219,7 +219,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
             Alt(
                 "sar_disk",
                 f"""SELECT sec, sum(rd), sum(wr), max(util), max(wa), max(q) FROM (
-                    SELECT date_trunc('second', ts) AS sec, dev, avg(rkb_s) AS rd, avg(wkb_s) AS wr, avg(util_pct) AS util,
+                    SELECT second_of(ts) AS sec, dev, avg(rkb_s) AS rd, avg(wkb_s) AS wr, avg(util_pct) AS util,
                            avg(await_ms) AS wa, avg(aqu_sz) AS q FROM sar_disk WHERE ts IS NOT NULL GROUP BY 1, 2)
                 WHERE {_WHOLE_DISK} AND NOT regexp_matches(dev, '^(sd[a-z]+|vd[a-z]+|xvd[a-z]+)[0-9]+$|^nvme[0-9]+n[0-9]+p[0-9]+$')
                 GROUP BY sec""",
@@ -232,7 +232,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
         (
             Alt(
                 "sar_net_dev",
-                "SELECT sec, sum(rx), sum(tx) FROM (SELECT date_trunc('second', ts) AS sec, iface, avg(rxkb_s) AS rx, avg(txkb_s) AS tx FROM sar_net_dev WHERE iface <> 'lo' AND ts IS NOT NULL GROUP BY 1, 2) GROUP BY sec",
+                "SELECT sec, sum(rx), sum(tx) FROM (SELECT second_of(ts) AS sec, iface, avg(rxkb_s) AS rx, avg(txkb_s) AS tx FROM sar_net_dev WHERE iface <> 'lo' AND ts IS NOT NULL GROUP BY 1, 2) GROUP BY sec",
             ),
         ),
     ),
@@ -241,7 +241,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
         (
             Alt(
                 "sar_net_edev",
-                """SELECT sec, sum(d), sum(e) FROM (SELECT date_trunc('second', ts) AS sec, iface,
+                """SELECT sec, sum(d), sum(e) FROM (SELECT second_of(ts) AS sec, iface,
                     avg(coalesce(rxdrop_s, 0) + coalesce(txdrop_s, 0)) AS d,
                     avg(coalesce(rxerr_s, 0) + coalesce(txerr_s, 0) + coalesce(rxfram_s, 0) + coalesce(rxfifo_s, 0) + coalesce(txfifo_s, 0) + coalesce(txcarr_s, 0)) AS e
                 FROM sar_net_edev WHERE iface <> 'lo' AND ts IS NOT NULL GROUP BY 1, 2) GROUP BY sec""",
@@ -264,7 +264,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
             Alt(
                 "gpu_dmon",
                 """SELECT sec, count(*), avg(sm), min(sm), sum(pw), max(tc), min(clk), max(pv), max(tv), sum(fb) FROM (
-                    SELECT date_trunc('second', ts) AS sec, gpu, avg(sm_pct) AS sm, avg(pwr_w) AS pw, max(gtemp_c) AS tc,
+                    SELECT second_of(ts) AS sec, gpu, avg(sm_pct) AS sm, avg(pwr_w) AS pw, max(gtemp_c) AS tc,
                            min(pclk_mhz) AS clk, max(pviol_pct) AS pv, max(tviol::INT) AS tv, avg(fb_mib) AS fb
                     FROM gpu_dmon WHERE ts IS NOT NULL GROUP BY 1, 2) GROUP BY sec""",
                 "nvidia-smi dmon",
@@ -276,7 +276,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
         (
             Alt(
                 "cgroup_cpu",
-                "SELECT sec, max(p), max(ms) FROM (SELECT date_trunc('second', ts) AS sec, cgroup, avg(throttled_pct) AS p, avg(throttled_ms_per_s) AS ms FROM cgroup_cpu WHERE ts IS NOT NULL GROUP BY 1, 2) GROUP BY sec",
+                "SELECT sec, max(p), max(ms) FROM (SELECT second_of(ts) AS sec, cgroup, avg(throttled_pct) AS p, avg(throttled_ms_per_s) AS ms FROM cgroup_cpu WHERE ts IS NOT NULL GROUP BY 1, 2) GROUP BY sec",
                 "max over cgroups",
             ),
         ),

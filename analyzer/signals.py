@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 import duckdb
 import polars as pl
 
+from analyzer import sqlmacros
 from analyzer._signal_sql import _WITH_INTERVAL, GROUPS, Alt
 from analyzer.parsers.base import TS, table
 
@@ -183,6 +184,7 @@ def build(
     The grid runs from ``start`` to ``end`` (the capture span) truncated to seconds; when
     either is unknown, the span of the chosen sources is used.
     """
+    sqlmacros.install(con)
     chosen: list[tuple[str, str]] = []  # group, temporary table of its aggregates
     source_rows = []
     for group, (cols, alts) in GROUPS.items():

@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from analyzer import sqlmacros
 from analyzer.findings import CHAINS, DETECTOR_STATUS, FINDING_EVIDENCE, FINDING_LOG_LINES, FINDINGS
 from analyzer.parsers import PARSERS
 from analyzer.parsers.base import TS, Table, table
@@ -121,6 +122,7 @@ class Store:
         self.con.sql("SET TimeZone = 'UTC'")
         # The progress bar writes to the process's stdout and would corrupt --json -.
         self.con.sql("SET enable_progress_bar = false")
+        sqlmacros.install(self.con)
         if path is not None:  # a file database can spill and evict: keep RSS bounded
             self.con.sql(f"SET memory_limit = '{FILE_DB_MEMORY_LIMIT}'")
         self._tables = declared_tables()

@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from analyzer import intervals
+from analyzer import intervals, sqlmacros
 from analyzer.findings import LogLine
 from analyzer.intervals import Window
 from analyzer.signals import SIGNALS
@@ -37,6 +37,9 @@ class Context:
     cpus: int | None = None
     interval_s: float | None = None
     cache: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        sqlmacros.install(self.con)
 
     # -- inputs -------------------------------------------------------------------------
     def has(self, *cols: str) -> bool:

@@ -290,7 +290,7 @@ def _top_process(ctx: Context) -> pl.Series:
     if not ctx.rows("pidstat") or n == 0:
         return pl.Series("_top", [None] * n, dtype=pl.Float64)
     df = ctx.query(
-        f"""WITH p AS (SELECT date_trunc('second', ts) AS sec, pid, avg(cpu_pct) AS cpu FROM pidstat
+        f"""WITH p AS (SELECT second_of(ts) AS sec, pid, avg(cpu_pct) AS cpu FROM pidstat
                        WHERE tid IS NULL AND since_boot IS NOT TRUE AND ts IS NOT NULL GROUP BY 1, 2),
                 m AS (SELECT pid, median(cpu) AS med FROM p GROUP BY pid)
             SELECT sec, (max(cpu) FILTER (WHERE cpu >= med + {T["loader_rise_pct"]}))::DOUBLE AS top

@@ -37,7 +37,7 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
             NAME, "needs cgroup cpu.stat samples (series/cgroup.out with --cgroup or --pid)"
         )
     df = ctx.query(
-        "SELECT cgroup, date_trunc('second', ts) AS ts, avg(throttled_pct) AS pct, avg(throttled_ms_per_s) AS ms, avg(usage_pct) AS usage "
+        "SELECT cgroup, second_of(ts) AS ts, avg(throttled_pct) AS pct, avg(throttled_ms_per_s) AS ms, avg(usage_pct) AS usage "
         "FROM cgroup_cpu WHERE ts IS NOT NULL AND nr_periods IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2"
     )
     if df.height == 0 or df["pct"].null_count() == df.height:

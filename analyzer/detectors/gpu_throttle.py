@@ -49,7 +49,7 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
     if not ctx.rows("gpu_dmon"):
         return NotEvaluated(NAME, "needs nvidia-smi dmon")
     df = ctx.query(
-        """SELECT gpu, date_trunc('second', ts) AS ts, avg(sm_pct) AS sm, min(pclk_mhz) AS clk, max(pviol_pct) AS pv,
+        """SELECT gpu, second_of(ts) AS ts, avg(sm_pct) AS sm, min(pclk_mhz) AS clk, max(pviol_pct) AS pv,
                   max(tviol::INT) AS tv, avg(pwr_w) AS pw, max(gtemp_c) AS tc
            FROM gpu_dmon WHERE ts IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2"""
     )

@@ -33,21 +33,23 @@ T = THRESHOLDS
 def detect(ctx: Context) -> list[Finding] | NotEvaluated:
     if not ctx.rows("mpstat_cpu"):
         return NotEvaluated(NAME, "needs per-CPU %irq/%soft: mpstat -P ALL")
-    # Only CPUs that ever reach the entry level can be hot: the per-second mean over
-    # all CPUs is computed in SQL so that the other CPUs' rows (millions on a big host
-    # over a day) never leave DuckDB.
-    df = ctx.query(
-        f"""WITH per AS (SELECT cpu, date_trunc('second', ts) AS ts, avg(coalesce(irq_pct, 0) + coalesce(soft_pct, 0)) AS v FROM mpstat_cpu
-               WHERE cpu >= 0 AND since_boot IS NOT TRUE AND ts IS NOT NULL AND (irq_pct IS NOT NULL OR soft_pct IS NOT NULL) GROUP BY 1, 2),
-            m AS (SELECT ts, avg(v) AS m FROM per GROUP BY ts),
-            hot AS (SELECT DISTINCT cpu FROM per WHERE v >= {T["enter_pct"]})
-           SELECT per.cpu, per.ts, per.v, m.m, (SELECT count(*) FROM per) AS n FROM per JOIN hot USING (cpu) JOIN m USING (ts)
-           UNION ALL SELECT NULL, NULL, NULL, NULL, (SELECT count(*) FROM per) WHERE NOT EXISTS (SELECT 1 FROM hot)
-           ORDER BY 1, 2"""
-    )
-    if df.height == 0 or not df["n"][0]:
+    rows = "mpstat_cpu WHERE cpu >= 0 AND since_boot IS NOT TRUE AND ts IS NOT NULL AND (irq_pct IS NOT NULL OR soft_pct IS NOT NULL)"
+    level = "coalesce(irq_pct, 0) + coalesce(soft_pct, 0)"
+    n_rows, n_hot = ctx.con.sql(
+        f"SELECT count(*), count(DISTINCT cpu) FILTER ({level} >= {T['enter_pct']}) FROM {rows}"
+    ).fetchall()[0]
+    if not n_rows:
         return NotEvaluated(NAME, "mpstat has no per-CPU rows with %irq/%soft")
-    df = df.filter(pl.col("cpu").is_not_null())
+    if not n_hot:  # no sample of any CPU reaches the entry level: nothing can be hot
+        return []
+    # Only CPUs with a sample at the entry level can be hot: the per-second mean over all
+    # CPUs is computed in SQL so that the other CPUs' rows never leave DuckDB.
+    df = ctx.query(
+        f"""WITH per AS MATERIALIZED (SELECT cpu, second_of(ts) AS ts, avg({level}) AS v FROM {rows} GROUP BY 1, 2),
+            m AS (SELECT ts, avg(v) AS m FROM per GROUP BY ts),
+            hot AS (SELECT DISTINCT cpu FROM {rows} AND {level} >= {T["enter_pct"]})
+           SELECT per.cpu, per.ts, per.v, m.m FROM per JOIN hot USING (cpu) JOIN m USING (ts) ORDER BY 1, 2"""
+    )
     out = []
     for (cpu,), sub in df.group_by("cpu", maintain_order=True):
         v = sub.select(

@@ -42,7 +42,7 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
         return NotEvaluated(NAME, "needs interface error counters: sar -n EDEV")
     sums = ", ".join(f"avg({c}) AS {c}" for c in _COLS)
     df = ctx.query(
-        f"SELECT iface, date_trunc('second', ts) AS ts, {sums} FROM sar_net_edev WHERE iface <> 'lo' AND ts IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2"
+        f"SELECT iface, second_of(ts) AS ts, {sums} FROM sar_net_edev WHERE iface <> 'lo' AND ts IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2"
     )
     df = df.with_columns(x=pl.sum_horizontal(*_COLS))
     out = []

@@ -46,7 +46,7 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
     if not present:
         return NotEvaluated(NAME, "no time-series table in the bundle")
     parts = [
-        f"SELECT DISTINCT source_file AS f, date_trunc('second', ts) AS sec FROM {t} WHERE ts IS NOT NULL"
+        f"SELECT DISTINCT source_file AS f, second_of(ts) AS sec FROM {t} WHERE ts IS NOT NULL"
         + (" AND since_boot IS NOT TRUE" if TABLES[t] else "")
         for t in present
     ]
