@@ -574,6 +574,13 @@ def synth_command(
     start: Annotated[str | None, typer.Option(help="capture start, ISO UTC")] = None,
     noise: Annotated[float, typer.Option(help="jitter scale (0 = flat)")] = 1.0,
     no_bpf: Annotated[bool, typer.Option("--no-bpf", help="no bpftrace histograms")] = False,
+    iostat_json: Annotated[
+        bool, typer.Option("--iostat-json", help="also write iostat -o JSON (capture option)")
+    ] = False,
+    irq_interval: Annotated[
+        int | None,
+        typer.Option(help="mpstat -I every S seconds (capture option; default as the script)"),
+    ] = None,
     keep_dir: Annotated[bool, typer.Option("--keep-dir", help="also keep the directory")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")] = False,
 ) -> None:
@@ -592,7 +599,7 @@ def synth_command(
             cpus=cpus, gpus=gpus, disks=disks, nics=nics, seconds=seconds, hours=hours,
             interval=interval, seed=seed, hostname=hostname, start=start, noise=noise,
             bpf=not no_bpf, incidents=incident or [], controls=control or [],
-            scenario_name=scenario,
+            scenario_name=scenario, iostat_json=iostat_json, irq_interval=irq_interval,
         )  # fmt: skip
         return generate(spec, out, keep_dir=keep_dir)
 

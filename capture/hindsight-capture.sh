@@ -19,7 +19,8 @@ usage() {
     cat <<'EOF'
 Usage: hindsight-capture.sh [-d DURATION_S] [-i INTERVAL_S] [-o OUT_DIR] [--pid PID]...
                             [--cgroup PATH]... [--no-bpf] [--no-gpu] [--safe-mode]
-                            [--max-mb N] [--min-free-mb N] [--history-hours N] [-h]
+                            [--max-mb N] [--min-free-mb N] [--history-hours N]
+                            [--iostat-json] [--irq-interval S] [-h]
        hindsight-capture.sh --ring MINUTES [--trigger SPEC]... [--cooldown S]
                             [--max-dumps N] [same options as above, but -d]
        hindsight-capture.sh --dump [-o OUT_DIR]
@@ -42,6 +43,10 @@ and OUT_DIR/hindsight-<host>-<UTC>.tgz. Then: analyze hindsight-<host>-<UTC>.tgz
   --min-free-mb N    stop when the output filesystem has less than N MiB free (default 100)
   --history-hours N  also convert sysstat's own daily files (sa*) of the last N hours
                      with sadf -j (default 6; 0 = no)
+  --iostat-json      also run 'iostat -o JSON' (same numbers as the iostat text, ~2x the
+                     bytes; off by default)
+  --irq-interval S   per-CPU interrupt/softirq tables (mpstat -I) every S seconds (default:
+                     the smallest multiple of the interval >= 10 s; at most the duration)
   -h, --help         this help
 
 Flight recorder (docs/capture.md): --ring MINUTES keeps the last MINUTES of every
@@ -121,25 +126,31 @@ nap() {
 # ---------------------------------------------------------------- state files
 # .state/reg:  name kind tool output stderr statusfile state rc reason flags command (TSV)
 # .state/meta: key type value (TSV; later lines win)
+# A write that fails (full disk) stops the collectors, which gives the reserve back, and
+# is written again on a line of its own (the manifest skips a line cut short).
 meta() {
     clean "$3"
-    printf '%s\t%s\t%s\n' "$1" "$2" "$CLEAN" >>.state/meta
+    printf '%s\t%s\t%s\n' "$1" "$2" "$CLEAN" >>.state/meta 2>/dev/null || {
+        disk_full_check
+        printf '\n%s\t%s\t%s\n' "$1" "$2" "$CLEAN" >>.state/meta 2>/dev/null
+    }
 }
 meta_list() {
     _k=$1
     shift
-    printf '%s\tl0\t\n' "$_k" >>.state/meta
-    for _v in "$@"; do
-        clean "$_v"
-        printf '%s\tls\t%s\n' "$_k" "$CLEAN" >>.state/meta
-    done
+    meta "$_k" l0 ""
+    for _v in "$@"; do meta "$_k" ls "$_v"; done
 }
 reg() {
     clean "$9"
     _reason=$CLEAN
     clean "${11}"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
-        "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" "$_reason" "${10}" "$CLEAN" >>.state/reg
+        "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" "$_reason" "${10}" "$CLEAN" >>.state/reg 2>/dev/null || {
+        disk_full_check
+        printf '\n%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+            "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" "$_reason" "${10}" "$CLEAN" >>.state/reg 2>/dev/null
+    }
 }
 # reg_off NAME KIND TOOL STATUS REASON COMMAND: a collector that did not run
 reg_off() {
@@ -197,6 +208,7 @@ FILENAME ~ /meta$/ {
     next
 }
 FILENAME ~ /reg$/ {
+    if (NF != 11) next
     if (!($1 in SEEN)) { SEEN[$1] = 1; ORDER[++NC] = $1 }
     R[$1] = $0
     next
@@ -220,7 +232,7 @@ END {
     printf "            \"ntp\": {\"source\": %s, \"synchronized\": %s, \"offset_s\": %s}},\n", V("ntp_source"), V("ntp_synchronized"), V("ntp_offset_s")
     printf "  \"user\": {\"uid\": %s, \"root\": %s},\n", V("uid"), V("root")
     printf "  \"interrupted\": %s,\n  \"complete\": %s,\n  \"stop_reason\": %s,\n", (interrupted ? "true" : "false"), (complete ? "true" : "false"), V("stop_reason")
-    printf "  \"options\": {\"safe_mode\": %s, \"no_bpf\": %s, \"no_gpu\": %s, \"max_mb\": %s, \"min_free_mb\": %s},\n", V("safe_mode"), V("no_bpf"), V("no_gpu"), V("max_mb"), V("min_free_mb")
+    printf "  \"options\": {\"safe_mode\": %s, \"no_bpf\": %s, \"no_gpu\": %s, \"max_mb\": %s, \"min_free_mb\": %s, \"iostat_json\": %s, \"irq_interval_s\": %s},\n", V("safe_mode"), V("no_bpf"), V("no_gpu"), V("max_mb"), V("min_free_mb"), V("iostat_json"), V("irq_interval_s")
     printf "  \"targets\": {\"pids\": %s, \"pids_auto\": %s, \"cgroups\": %s},\n", (("pids" in M) ? M["pids"] : "[]"), V("pids_auto"), (("cgroups" in M) ? M["cgroups"] : "[]")
     if ("ring_minutes" in M) printf "  \"ring\": {\"minutes\": %s, \"segment_s\": %s, \"segments_kept\": %s, \"slot_unit_bytes\": %s, \"cooldown_s\": %s, \"max_dumps\": %s, \"triggers\": %s, \"recorder_start_utc\": %s, \"dumps\": %s, \"suppressed\": %s},\n", V("ring_minutes"), V("ring_segment_s"), V("ring_segments_kept"), V("ring_slot_unit_bytes"), V("ring_cooldown_s"), V("ring_max_dumps"), (("ring_triggers" in M) ? M["ring_triggers"] : "[]"), V("recorder_start_utc"), V("ring_dumps"), V("ring_suppressed")
     else printf "  \"ring\": null,\n"
@@ -238,12 +250,17 @@ END {
             have = 0
             if (stf != "" && (getline l < stf) > 0) { have = 1; rc = substr(l, 4) }
             if (stf != "") close(stf)
+            # .state/<name>.early: it had already ended when the capture began to stop it
+            early = 0
+            if (stf != "" && (getline l < (".state/" name ".early")) >= 0) { early = 1; close(".state/" name ".early") }
+            sig = (rc ~ /^[0-9]+$/ && rc + 0 > 128 && rc + 0 < 160) ? rc - 128 : 0
             if (!have) {
                 if (dump) { st = "ok"; reason = "flight recorder: still recording when this bundle was cut" }
                 else if (complete) { st = "failed"; rc = ""; reason = "did not exit when stopped" }
             } else if (rc == "0") st = "ok"
             else if (rc == "124") { st = "timeout"; reason = "ran past its time limit" }
-            else if (stopped && (rc == "143" || rc == "137" || rc == "130" || rc == "129")) { st = "ok"; reason = "stopped by the capture" }
+            else if (stopped && (!early || rc == sigrc) && (rc == "143" || rc == "137" || rc == "130" || rc == "129")) { st = "ok"; reason = "stopped by the capture" }
+            else if (sig) { st = "failed"; reason = "killed by signal " sig " before the capture stopped" }
             else { st = "failed" }
         }
         dropf = ".state/" name ".dropped"; nd = 0
@@ -615,7 +632,7 @@ parse_args() {
     while [ $# -gt 0 ]; do
         case $1 in
         -d | --duration | -i | --interval | -o | --out | --pid | --cgroup | --max-mb | --min-free-mb | --history-hours | \
-            --ring | --trigger | --cooldown | --max-dumps)
+            --irq-interval | --ring | --trigger | --cooldown | --max-dumps)
             [ $# -ge 2 ] || {
                 usage >&2
                 die "$1 needs a value"
@@ -624,7 +641,7 @@ parse_args() {
             shift 2
             ;;
         --duration=* | --interval=* | --out=* | --pid=* | --cgroup=* | --max-mb=* | --min-free-mb=* | --history-hours=* | \
-            --ring=* | --trigger=* | --cooldown=* | --max-dumps=*)
+            --irq-interval=* | --ring=* | --trigger=* | --cooldown=* | --max-dumps=*)
             set_opt "${1%%=*}" "${1#*=}"
             shift
             ;;
@@ -635,6 +652,7 @@ parse_args() {
         --no-bpf) NO_BPF=true && shift ;;
         --no-gpu) NO_GPU=true && shift ;;
         --safe-mode) SAFE_MODE=true && shift ;;
+        --iostat-json) IOSTAT_JSON=true && shift ;;
         --dump) DUMP_CLIENT=1 && shift ;;
         -h | --help)
             usage
@@ -679,6 +697,10 @@ set_opt() {
         is_uint "$2" || die "--history-hours needs a number of hours: $2"
         HISTORY_HOURS=$2
         ;;
+    --irq-interval)
+        if ! is_uint "$2" || [ "$2" -lt 1 ]; then die "--irq-interval needs whole seconds >= 1: $2"; fi
+        IRQ_INTERVAL=$2
+        ;;
     --ring)
         if ! is_uint "$2" || [ "$2" -lt 1 ]; then die "--ring needs whole minutes >= 1: $2"; fi
         RING_MIN=$2
@@ -713,8 +735,11 @@ detect_features() {
     if have_cmd ionice && ionice -c 3 true 2>/dev/null; then USE_IONICE=1; fi
     USE_STDBUF=
     if have_cmd stdbuf && stdbuf -oL true 2>/dev/null; then USE_STDBUF=1; fi
-    AWK_INTERACTIVE=
-    case $(awk -W version 2>&1 </dev/null) in *mawk*) AWK_INTERACTIVE=1 ;; esac
+    AWK_INTERACTIVE='' AWK_WRITE_ERRORS=''
+    case $(awk -W version 2>&1 </dev/null) in
+    *mawk*) AWK_INTERACTIVE=1 AWK_WRITE_ERRORS=1 ;;
+    *"GNU Awk"*) AWK_WRITE_ERRORS=1 ;;
+    esac
     FRACTIONAL_SLEEP=
     if sleep 0.01 2>/dev/null; then FRACTIONAL_SLEEP=1; fi
     CMD_TIMEOUT=${HINDSIGHT_CMD_TIMEOUT:-}
@@ -869,7 +894,7 @@ probe() {
     spawn "$_plim" /dev/null /dev/null .state/probe.status "$@"
     ONESHOT_PID=$SPAWN_PID
     if await_status .state/probe.status $((_plim + 5)); then
-        read -r _pl <.state/probe.status || _pl=rc=1
+        read -r _pl <.state/probe.status || { disk_full_check || true; _pl=rc=1; }
         wait "$ONESHOT_PID" 2>/dev/null
         ONESHOT_PID=''
         [ "${_pl#rc=}" = 0 ]
@@ -898,17 +923,31 @@ snap() {
         reg_off "$_name.$PHASE" snapshot "$_tool" skipped "nvidia-smi did not answer earlier in this capture" "$_cmd"
         return 1
     fi
+    if [ -n "$DISK_STOPPED" ]; then
+        reg_off "$_name.$PHASE" snapshot "$_tool" skipped "the output filesystem is full ($STOP_REASON)" "$_cmd"
+        return 1
+    fi
     spawn "$_slim" "$_stem.out" "$_stem.err" "$_stem.status" "$@"
     ONESHOT_PID=$SPAWN_PID
     _reason=
     if await_status "$_stem.status" $((_slim + 5)); then
-        read -r _l <"$_stem.status" || _l=rc=1
-        _rc=${_l#rc=}
+        _l=
+        read -r _l <"$_stem.status" || _l=
         wait "$ONESHOT_PID" 2>/dev/null
-        case $_rc in
-        0) _state=ok ;;
-        124 | 137) _state=timeout _reason="no answer within ${_slim} s" ;;
-        *) _state=failed ;;
+        if [ -z "$_l" ] && disk_full_check; then
+            # its status could not be written: the disk filled up while it ran
+            rm -f "$_stem.status"
+            _l=full
+        fi
+        _rc=${_l#rc=}
+        case $_l in
+        full) _rc='' _state=failed _reason="the output filesystem filled up while it ran: output cut short, exit status lost" ;;
+        '') _rc=1 _state=failed ;;
+        *) case $_rc in
+            0) _state=ok ;;
+            124 | 137) _state=timeout _reason="no answer within ${_slim} s" ;;
+            *) _state=failed ;;
+            esac ;;
         esac
     else
         _rc='' _state=timeout _reason="did not exit after kill (stuck in the kernel?); abandoned"
@@ -958,6 +997,10 @@ series() {
         _cmd=$CMDLINE
     fi
     _cmd_override=
+    if [ -n "$DISK_STOPPED" ]; then
+        reg_off "$_name" series "$_tool" skipped "the output filesystem is full ($STOP_REASON)" "$_cmd"
+        return 0
+    fi
     if [ -n "$RING_MIN" ]; then
         ring_mode_of "$_name"
         spawn "$SERIES_LIMIT" /dev/null "series/$_name.err" "series/$_name.status" \
@@ -975,6 +1018,12 @@ sampler() {
 }
 start_samplers() {
     [ -n "$SAMPLERS" ] || return 0
+    if [ -n "$DISK_STOPPED" ]; then
+        for _e in $SAMPLERS; do
+            reg_off "${_e%%=*}" series "${_e%%=*}" skipped "the output filesystem is full ($STOP_REASON)" ""
+        done
+        return 0
+    fi
     _ring=0
     [ -n "$RING_MIN" ] && _ring=1
     set -- -v lists="$SAMPLERS" -v ring="$_ring" -v slot_s="${RING_SLOT_S:-1}" -v nkeep="${RING_KEEP:-0}" \
@@ -1008,11 +1057,16 @@ write_manifest() {
     ls -ln series snap snap/pstore history >.state/sizes 2>/dev/null
     _sum=
     [ "$_complete" = 1 ] && _sum=.state/summary && : >"$_sum"
+    # mawk and gawk exit non-zero when a write fails; other awks (busybox) may not, so
+    # there the end of the file is checked
     if awk -v complete="$_complete" -v interrupted="$INTERRUPTED" -v stopped="$STOPPED" -v summary="$_sum" -v dump="${DUMPING:-0}" -v first_slot="${FIRST_SLOT:-0}" \
-        "$MANIFEST_AWK" .state/meta .state/reg .state/sizes >manifest.json.tmp 2>>"$LOG"; then
+        -v sigrc="$STOP_SIGRC" "$MANIFEST_AWK" .state/meta .state/reg .state/sizes >manifest.json.tmp 2>>"$LOG" &&
+        { [ -n "$AWK_WRITE_ERRORS" ] || [ "$(tail -c 2 manifest.json.tmp 2>/dev/null)" = "}" ]; }; then
         mv -f manifest.json.tmp manifest.json
     else
+        rm -f manifest.json.tmp
         err "could not write manifest.json"
+        [ "$_complete" = 1 ] || disk_full_check || true
     fi
 }
 
@@ -1041,7 +1095,7 @@ clock_snapshot() {
         snap ntp chronyc 10 chronyc -n tracking
     elif have_cmd timedatectl; then
         _src=timedatectl
-        snap ntp timedatectl 10 timedatectl show || snap ntp timedatectl 10 timedatectl status
+        snap ntp timedatectl 10 timedatectl show || [ -n "$DISK_STOPPED" ] || snap ntp timedatectl 10 timedatectl status
         if [ -e /run/systemd/timesync/synchronized ]; then printf 'NTPSynchronized=yes\n' >>"snap/ntp.$_ph.out"; fi
     elif have_cmd ntpq; then
         _src=ntpq
@@ -1186,25 +1240,34 @@ start_series() {
     fi
     if have_cmd iostat; then
         series iostat iostat counted iostat -t -x -y "$INTERVAL" ${_c:+"$_c"}
-        case $RING_MIN$(iostat -o JSON 2>/dev/null | head -c 1) in
-        [0-9]*) reg_off iostat_json series iostat_json skipped "flight recorder: a JSON stream cannot be cut into slots (iostat has the same data)" "iostat -t -x -y -o JSON" ;;
-        '{') series iostat_json iostat_json counted iostat -t -x -y -o JSON "$INTERVAL" ${_c:+"$_c"} ;;
-        *) reg_off iostat_json series iostat_json skipped "this iostat has no -o JSON (sysstat < 11.5)" "iostat -t -x -y -o JSON" ;;
-        esac
     else
         reg_off iostat series iostat missing "command not found: iostat (install sysstat)" "iostat -t -x -y $INTERVAL"
+    fi
+    # the JSON form repeats the text's numbers at twice the bytes: only when asked for
+    if [ "$IOSTAT_JSON" != true ]; then
+        reg_off iostat_json series iostat_json skipped "off by default (--iostat-json)" "iostat -t -x -y -o JSON $INTERVAL"
+    elif ! have_cmd iostat; then
         reg_off iostat_json series iostat_json missing "command not found: iostat (install sysstat)" "iostat -t -x -y -o JSON $INTERVAL"
+    else
+        case $RING_MIN$(iostat -o JSON 2>/dev/null | head -c 1) in
+        [0-9]*) reg_off iostat_json series iostat_json skipped "flight recorder: a JSON stream cannot be cut into slots (iostat has the same data)" "iostat -t -x -y -o JSON $INTERVAL" ;;
+        '{') series iostat_json iostat_json counted iostat -t -x -y -o JSON "$INTERVAL" ${_c:+"$_c"} ;;
+        *) reg_off iostat_json series iostat_json skipped "this iostat has no -o JSON (sysstat < 11.5)" "iostat -t -x -y -o JSON $INTERVAL" ;;
+        esac
     fi
     if have_cmd mpstat; then
         series mpstat mpstat counted mpstat -P ALL "$INTERVAL" ${_c:+"$_c"}
+        # per-CPU interrupt tables: CPUs x 11 numbers per report, so every IRQ_IV s only
+        _ci=''
+        [ -n "$_c" ] && _ci=$((_n * INTERVAL / IRQ_IV))
         if mpstat -I SUM,SCPU -P ALL >/dev/null 2>&1; then
-            series mpstat_irq mpstat_irq counted mpstat -I SUM,SCPU -P ALL "$INTERVAL" ${_c:+"$_c"}
+            series mpstat_irq mpstat_irq counted mpstat -I SUM,SCPU -P ALL "$IRQ_IV" ${_ci:+"$_ci"}
         else
-            series mpstat_irq mpstat_irq counted mpstat -I SUM "$INTERVAL" ${_c:+"$_c"}
+            series mpstat_irq mpstat_irq counted mpstat -I SUM "$IRQ_IV" ${_ci:+"$_ci"}
         fi
     else
         reg_off mpstat series mpstat missing "command not found: mpstat (install sysstat)" "mpstat -P ALL $INTERVAL"
-        reg_off mpstat_irq series mpstat_irq missing "command not found: mpstat (install sysstat)" "mpstat -I SUM,SCPU -P ALL $INTERVAL"
+        reg_off mpstat_irq series mpstat_irq missing "command not found: mpstat (install sysstat)" "mpstat -I SUM,SCPU -P ALL $IRQ_IV"
     fi
     if have_cmd sar; then
         _net=DEV,EDEV
@@ -1486,6 +1549,10 @@ pstore_snapshot() {
         reg_off pstore.start snapshot pstore skipped "/sys/fs/pstore is empty (no crash record kept)" ""
         return 0
     fi
+    if [ -n "$DISK_STOPPED" ]; then
+        reg_off pstore.start snapshot pstore skipped "the output filesystem is full ($STOP_REASON)" ""
+        return 0
+    fi
     mkdir -p snap/pstore
     _stem=snap/pstore.start
     spawn 30 "$_stem.out" "$_stem.err" "$_stem.status" cp -R "$@" snap/pstore/
@@ -1554,6 +1621,10 @@ import_history() {
         reg_off history history sadf missing "command not found: sadf (sysstat)" ""
         return 0
     fi
+    if [ -n "$DISK_STOPPED" ]; then
+        reg_off history history sadf skipped "the output filesystem is full ($STOP_REASON)" ""
+        return 0
+    fi
     : >.state/history.list
     _seen=
     for _d in $SA_DIRS; do
@@ -1601,6 +1672,17 @@ import_history() {
 }
 
 # ---------------------------------------------------------------- limits
+# the mpstat -I interval: --irq-interval, else the smallest multiple of the interval
+# that is >= 10 s; never longer than the capture (so that it prints at least once)
+irq_interval() {
+    IRQ_IV=${IRQ_INTERVAL:-$(((10 + INTERVAL - 1) / INTERVAL * INTERVAL))}
+    if [ -z "$RING_MIN" ] && [ "$DURATION" -gt 0 ]; then
+        _in=$((DURATION / INTERVAL))
+        [ "$_in" -ge 1 ] || _in=1
+        [ "$IRQ_IV" -le $((_in * INTERVAL)) ] || IRQ_IV=$((_in * INTERVAL))
+    fi
+}
+
 check_limits() {
     _used=$(du -sk . 2>/dev/null) || _used=0
     _used=${_used%%[!0-9]*}
@@ -1610,12 +1692,46 @@ check_limits() {
         say "the bundle reached --max-mb $MAX_MB MiB (${_used} KiB): stopping collectors early"
         return 1
     fi
-    if free_kb && [ "$FREE_KB" -lt $((MIN_FREE_MB * 1024)) ]; then
-        STOP_REASON=disk_floor
-        say "the output filesystem has only $((FREE_KB / 1024)) MiB free (floor --min-free-mb $MIN_FREE_MB): stopping collectors early"
+    free_kb || return 0
+    if [ "$FREE_KB" -lt $((MIN_FREE_MB * 1024)) ]; then
+        disk_stop disk_floor "the output filesystem has only $((FREE_KB / 1024)) MiB free (floor --min-free-mb $MIN_FREE_MB): stopping collectors early"
+        return 1
+    fi
+    if [ "$FREE_KB" -lt "$DISK_MIN_KB" ]; then
+        disk_stop disk_full "the output filesystem is full ($FREE_KB KiB free): stopping collectors early"
         return 1
     fi
     return 0
+}
+
+# A full output filesystem must not cost the bundle its manifest: RESERVE_KB of
+# incompressible data (.state/reserve) are written at start and given back when the
+# collectors are stopped, so that their exit statuses, the end clock and the final
+# manifest still fit.
+reserve_space() {
+    have_cmd dd || return 0
+    _src=/dev/urandom
+    [ -r "$_src" ] || _src=/dev/zero
+    if ! dd if="$_src" of=.state/reserve bs=1024 count="$RESERVE_KB" 2>/dev/null; then
+        rm -f .state/reserve
+        return 1
+    fi
+}
+# disk_stop REASON MESSAGE: stop collecting because of the output filesystem (once);
+# the reserve is given back first so that the collectors' statuses can be written
+disk_stop() {
+    [ -z "$DISK_STOPPED" ] || return 0
+    DISK_STOPPED=1
+    case $STOP_REASON in '' | duration) STOP_REASON=$1 ;; esac
+    rm -f .state/reserve
+    say "$2"
+    stop_series
+}
+# after a failed write: when the output filesystem is (nearly) full, stop collecting
+disk_full_check() {
+    [ -z "$DISK_STOPPED" ] || return 0
+    if free_kb && [ "$FREE_KB" -ge "$DISK_MIN_KB" ]; then return 1; fi
+    disk_stop disk_full "the output filesystem is full (a write failed): stopping collectors early"
 }
 free_kb() {
     _df=$(run_limited 5 df -Pk . 2>/dev/null) || return 1
@@ -1629,6 +1745,12 @@ free_kb() {
 # ---------------------------------------------------------------- stopping
 stop_series() {
     [ -n "$SERIES_PIDS" ] || return 0
+    # those that already ended (killed, crashed) did not end because of this stop
+    for _e in $SERIES_PIDS; do
+        _rest=${_e#*:}
+        _rest=${_rest%%:*}
+        [ -e "series/$_rest.status" ] && : >".state/$_rest.early"
+    done
     : >.state/stop
     if [ "$STOP_REASON" = duration ]; then
         # let the counted collectors (sysstat) finish their last report on their own
@@ -1675,6 +1797,8 @@ on_signal() {
     trap '' INT TERM HUP
     INTERRUPTED=1
     case $1 in INT) _code=130 ;; HUP) _code=129 ;; *) _code=143 ;; esac
+    # collectors in the signalled process group end with this code: stopped, not failed
+    STOP_SIGRC=$_code
     [ -n "$RING_MIN" ] && _code=0
     if [ -n "$RING_MIN" ]; then
         say "caught SIG$1: stopping the flight recorder"
@@ -1701,13 +1825,24 @@ on_exit() {
     return "$_rc"
 }
 
+# before stopping the collectors: a full disk (not yet noticed) gives the reserve back
+disk_before_stop() {
+    [ -z "$DISK_STOPPED" ] && [ -n "$SERIES_PIDS" ] || return 0
+    if free_kb && [ "$FREE_KB" -lt "$DISK_MIN_KB" ]; then
+        disk_stop disk_full "the output filesystem is full ($FREE_KB KiB free): stopping collectors"
+    fi
+    return 0
+}
+
 finish() {
     [ -z "$FINISHING" ] || return 0
     FINISHING=1
     [ -n "$WORK" ] || return 0
     cd "$WORK" || return 0
+    [ "$STOP_REASON" = duration ] || disk_before_stop
     if [ -n "$RING_MIN" ]; then
         stop_series
+        rm -f .state/reserve
         clock_snapshot end
         meta stop_reason s "$STOP_REASON"
         write_manifest 1
@@ -1718,8 +1853,10 @@ finish() {
     fi
     if [ "$STOP_REASON" = duration ]; then
         take_snapshots end
+        disk_before_stop
     fi
     stop_series
+    rm -f .state/reserve
     clock_snapshot end
     meta stop_reason s "$STOP_REASON"
     say "capture finished ($STOP_REASON); writing the bundle"
@@ -1932,7 +2069,7 @@ ring_mode_of() {
 ring_weight() {
     case $1 in
     mpstat) RING_W=$((1 + ${CPUS:-1} / 8)) ;;
-    mpstat_irq) RING_W=$((1 + ${CPUS:-1} / 4)) ;;
+    mpstat_irq) RING_W=$((1 + ${CPUS:-1} * INTERVAL / (4 * IRQ_IV))) ;;
     cgroup) RING_W=$((1 + ${CG_COUNT:-0})) ;;
     sar | meminfo | proc_vmstat) RING_W=2 ;;
     *) RING_W=1 ;;
@@ -2028,6 +2165,7 @@ ring_loop() {
     ring_resize || return 0
     write_manifest 0
     while :; do
+        [ -z "$DISK_STOPPED" ] || return 0
         uptime_now
         [ "$UP" -lt "$_end" ] || break
         nap 5
@@ -2125,6 +2263,8 @@ ring_cut() {
     cp -p .state/meta .state/reg .state/*.list .state/*.dropped "$_stage/.state/" 2>/dev/null
     CUT_PATH=$(
         cd "$_stage" || exit 1
+        # a full disk while cutting must not stop the recorder's collectors from here
+        SERIES_PIDS=''
         WORK=$_stage LOG=$_stage/capture.log NAME=$_dname KEEP_DIR='' DUMPING=1 FIRST_SLOT=$((_from / RING_SLOT_S))
         meta start_utc s "$(awk -v e="$_from" "$EPOCH_AWK")"
         meta start_epoch_s n "$_from"
@@ -2228,6 +2368,7 @@ run_loop() {
     [ "$DURATION" = 0 ] && _end=$((START_UP + 86400))
     _last_manifest=$UP
     while :; do
+        [ -z "$DISK_STOPPED" ] || return 0
         uptime_now
         [ "$UP" -lt "$_end" ] || break
         _step=$((_end - UP))
@@ -2246,6 +2387,7 @@ run_loop() {
 main() {
     DURATION=60 INTERVAL=1 OUT_PARENT=. PIDS='' CGROUP_SPECS=''
     NO_BPF=false NO_GPU=false SAFE_MODE=false MAX_MB=500 MIN_FREE_MB=100 HISTORY_HOURS=6
+    IOSTAT_JSON=false IRQ_INTERVAL='' IRQ_IV=10 RESERVE_KB=256 DISK_MIN_KB=64 DISK_STOPPED='' NO_ROOM='' STOP_SIGRC=''
     SA_DIRS=${HINDSIGHT_SA_DIRS:-/var/log/sysstat /var/log/sa}
     WORK='' LOG='' SAMPLERS='' SPAWN_EXTRA_ST='' SNAP_CMD='' NAP_PID='' ONESHOT_PID='' SPAWN_PID='' SERIES_PIDS='' _cmd_override=''
     RING_MIN='' TRIGGERS='' COOLDOWN='' MAX_DUMPS=20 DUMP_CLIENT='' USR1_PENDING='' FIRED_SEEN=0 DUMPS=0 TRIGGER_DUMPS=0
@@ -2255,6 +2397,7 @@ main() {
     is_uint "$RING_LIFETIME" || RING_LIFETIME=604800
     INTERRUPTED=0 STOPPED=0 PIDS_AUTO=false STOP_REASON='' FINISHING='' FINISHED='' GPU_OK='' GPU_HUNG='' DMESG_ISO='' _restrict=0
     parse_args "$@"
+    irq_interval
     if [ -n "$TRIGGERS" ]; then
         [ -n "$RING_MIN" ] || die "--trigger needs --ring MINUTES"
         printf '%s' "$TRIGGERS" | awk "$TRIGGER_AWK" >/dev/null || die "no recorder started"
@@ -2278,6 +2421,7 @@ main() {
     detect_features
     host_facts
     make_workdir
+    reserve_space || NO_ROOM=1
     read -r START_UP _ </proc/uptime
     START_UP=${START_UP%.*}
     trap 'on_signal INT' INT
@@ -2318,12 +2462,20 @@ main() {
     meta no_gpu b "$NO_GPU"
     meta max_mb n "$MAX_MB"
     meta min_free_mb n "$MIN_FREE_MB"
+    meta iostat_json b "$IOSTAT_JSON"
+    meta irq_interval_s n "$IRQ_IV"
     meta_list args "$@"
     : >.state/reg
     clock_snapshot start
     [ -n "$RING_MIN" ] && ring_setup
     write_manifest 0
 
+    if [ -n "$NO_ROOM" ]; then
+        STOP_REASON=disk_full
+        say "less than $RESERVE_KB KiB free on the output filesystem: not collecting"
+        finish
+        return 0
+    fi
     if free_kb && [ "$FREE_KB" -lt $((MIN_FREE_MB * 1024)) ]; then
         STOP_REASON=disk_floor
         say "only $((FREE_KB / 1024)) MiB free on the output filesystem (floor $MIN_FREE_MB MiB): not collecting"
@@ -2339,7 +2491,7 @@ main() {
     write_manifest 0
     take_snapshots start
     if [ -n "$RING_MIN" ]; then
-        ring_loop
+        [ -n "$DISK_STOPPED" ] || ring_loop
         finish
         return 0
     fi

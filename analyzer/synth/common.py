@@ -33,10 +33,13 @@ def sysstat_banner(w: World) -> str:
     return f"Linux {KERNEL} ({w.spec.hostname}) \t{w.spec.start:%Y-%m-%d} \t_{ARCH}_\t({w.spec.cpus} CPU)"
 
 
-def kept(w: World, collector: str, first: int = 1) -> pl.DataFrame:
+def kept(w: World, collector: str, first: int = 1, step: int = 1) -> pl.DataFrame:
     """Samples ``k`` (>= first) the collector printed, with ``prev_epoch`` (the time of the
-    sample before it, which sysstat prints in its headers) and ``epoch``."""
+    sample before it, which sysstat prints in its headers) and ``epoch``. A collector
+    running at ``step`` times the interval (``mpstat -I``) prints every step-th sample."""
     h = w.host.select("k", "epoch").filter(pl.col("k") >= first - 1)
+    if step > 1:
+        h = h.filter(pl.col("k") % step == 0)
     miss = pl.lit(False)
     for gs, ge in w.gaps.get(collector, []):
         miss = miss | ((pl.col("epoch") > w.t0 + gs) & (pl.col("epoch") < w.t0 + ge))

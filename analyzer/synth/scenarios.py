@@ -119,9 +119,13 @@ def build_spec(
     incidents: list[str],
     controls: list[str],
     scenario_name: str | None,
+    iostat_json: bool = False,
+    irq_interval: int | None = None,
 ) -> Spec:
     """The `Spec` of a ``hindsight synth`` command line (``--hours`` and ``--seconds``
-    are exclusive; a scenario adds its incidents to the ``--incident`` ones)."""
+    are exclusive; a scenario adds its incidents to the ``--incident`` ones).
+    ``iostat_json`` / ``irq_interval`` are the capture's ``--iostat-json`` and
+    ``--irq-interval``."""
     from datetime import datetime
 
     from analyzer.synth.spec import DEFAULT_START, parse_incident
@@ -155,4 +159,6 @@ def build_spec(
         incidents=incs,
         noise=noise,
         bpf=bpf,
+        iostat_json=iostat_json,
+        irq_interval=irq_interval,
     )

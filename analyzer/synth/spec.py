@@ -46,7 +46,10 @@ class Spec:
     """A synthetic host and capture. ``seconds`` is the capture duration (``hours`` sets
     it too), ``interval`` the sampling interval in seconds, ``noise`` scales every
     random jitter (0 = flat lines, 1 = realistic). ``bpf`` adds the root-only bpftrace
-    histograms, ``iostat_json`` the second iostat collector a sysstat >= 11.5 host has."""
+    histograms; ``iostat_json`` the opt-in JSON twin of iostat (the capture's
+    ``--iostat-json``; off by default, like the capture). ``irq_interval`` is the capture's
+    ``--irq-interval`` (seconds between ``mpstat -I`` reports, a multiple of ``interval``);
+    None = the capture's default, see `irq_interval_s`."""
 
     cpus: int = 8
     gpus: int = 1
@@ -60,7 +63,8 @@ class Spec:
     incidents: list[Incident] = field(default_factory=list)
     noise: float = 1.0
     bpf: bool = True
-    iostat_json: bool = True
+    iostat_json: bool = False
+    irq_interval: int | None = None
     hours: float | None = None
 
     def __post_init__(self) -> None:
@@ -82,6 +86,11 @@ class Spec:
             (self.interval * 3 <= self.seconds <= 7 * 86400, "seconds must be 3 intervals..7 days"),
             (0 <= self.noise <= 5, "noise must be 0..5"),
             (bool(self.hostname) and len(self.hostname) <= 64, "hostname must be 1..64 chars"),
+            (
+                self.irq_interval is None
+                or (self.irq_interval >= 1 and self.irq_interval % self.interval == 0),
+                "irq_interval must be a multiple of interval",
+            ),
         ]
         for ok, msg in checks:
             if not ok:
@@ -97,6 +106,20 @@ class Spec:
     def samples(self) -> int:
         """N: interval samples of the counted collectors (``duration / interval``)."""
         return self.seconds // self.interval
+
+    @property
+    def irq_interval_s(self) -> int:
+        """Seconds between ``mpstat -I`` reports, as the capture script picks them:
+        ``irq_interval``, else the smallest multiple of the interval that is >= 10 s;
+        never more than the N intervals of the capture."""
+        iv = self.interval
+        irq = self.irq_interval if self.irq_interval is not None else -(-10 // iv) * iv
+        return min(irq, self.samples * iv)
+
+    @property
+    def irq_samples(self) -> int:
+        """Reports ``mpstat -I`` is asked for (its count argument)."""
+        return self.samples * self.interval // self.irq_interval_s
 
     @property
     def safe_host(self) -> str:

@@ -98,7 +98,7 @@ def series_command(w: World, name: str) -> str:
         "iostat": f"iostat -t -x -y {i} {n}",
         "iostat_json": f"iostat -t -x -y -o JSON {i} {n}",
         "mpstat": f"mpstat -P ALL {i} {n}",
-        "mpstat_irq": f"mpstat -I SUM,SCPU -P ALL {i} {n}",
+        "mpstat_irq": f"mpstat -I SUM,SCPU -P ALL {w.spec.irq_interval_s} {w.spec.irq_samples}",
         "sar": f"sar -n DEV,EDEV,SOFT -q -B -w {i} {n}",
         "pidstat": f"pidstat -u -r -d -w -h -H -p {pids} {i} {n}",
         "dmesg": "dmesg -W --time-format iso",
@@ -197,12 +197,12 @@ def collectors(w: World, outcomes: dict[str, Outcome], sizes: dict[str, int]) ->
                     name,
                     "series",
                     "iostat_json",
-                    "iostat -t -x -y -o JSON",
+                    f"iostat -t -x -y -o JSON {w.interval}",
                     None,
                     None,
                     "skipped",
                     None,
-                    "this iostat has no -o JSON (sysstat < 11.5)",
+                    "off by default (--iostat-json)",
                 )
             )
             continue
@@ -320,6 +320,8 @@ def manifest(w: World, ents: list[Entry]) -> str:
         ["-d", str(s.seconds), "-i", str(s.interval)]
         + [x for p in pids for x in ("--pid", p)]
         + ["--cgroup", "train.slice"]
+        + (["--iostat-json"] if s.iostat_json else [])
+        + (["--irq-interval", str(s.irq_interval)] if s.irq_interval is not None else [])
     )
     lines = [
         "{",
@@ -335,7 +337,8 @@ def manifest(w: World, ents: list[Entry]) -> str:
         '            "ntp": {"source": "chronyc", "synchronized": true, "offset_s": -0.000012345}},',
         '  "user": {"uid": 0, "root": true},',
         '  "interrupted": false,\n  "complete": true,\n  "stop_reason": "duration",',
-        f'  "options": {{"safe_mode": false, "no_bpf": {v(not s.bpf)}, "no_gpu": false, "max_mb": 500, "min_free_mb": 100}},',
+        f'  "options": {{"safe_mode": false, "no_bpf": {v(not s.bpf)}, "no_gpu": false, "max_mb": 500, "min_free_mb": 100, '
+        f'"iostat_json": {v(s.iostat_json)}, "irq_interval_s": {s.irq_interval_s}}},',
         f'  "targets": {{"pids": {v(pids)}, "pids_auto": false, "cgroups": {v([CGROUP])}}},',
         f'  "history": {{"hours": 6, "until_utc": {v(utc(w.t0))}, "files": []}},',
         f'  "args": {v(args)},',

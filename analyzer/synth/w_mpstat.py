@@ -1,9 +1,12 @@
-"""``mpstat -P ALL I N`` and ``mpstat -I SUM,SCPU -P ALL I N`` text (sysstat 12.6).
+"""``mpstat -P ALL I N`` and ``mpstat -I SUM,SCPU -P ALL J M`` text (sysstat 12.6).
 
 Per interval: a header stamped with the previous sample's time, the ``all`` row and one
 row per CPU; ``-I SUM,SCPU`` prints an ``intr/s`` table (all + CPUs) and a per-CPU softirq
-table. ``Average:`` tables close a run that completed its count. Generated in chunks of
-samples (`cpus.chunk_ticks`), streamed to the sink.
+table. The capture runs ``-I`` every ``J = spec.irq_interval_s`` seconds (a multiple of
+the interval): each of its reports gives, per CPU, the mean rate over every second since
+the report before it (what mpstat's counter deltas measure), so an interrupt storm shows
+in it even when it lasts less than ``J``. ``Average:`` tables close a run that completed
+its count. Generated in chunks of samples (`cpus.chunk_ticks`), streamed to the sink.
 
 Sample (8 CPUs)::
 
@@ -45,9 +48,9 @@ def _rate_rows(lead: pl.Series, frame: pl.DataFrame, cols: list[str], width: int
 class _Table:
     """One output file fed chunk by chunk: its kept samples, sums for the averages."""
 
-    def __init__(self, w: World, collector: str, sink: Sink) -> None:
+    def __init__(self, w: World, collector: str, sink: Sink, step: int = 1) -> None:
         self.w, self.sink, self.out = w, sink, outcome(w, collector)
-        self.ks = kept(w, collector)
+        self.ks = kept(w, collector, step=step)
         self.sums: pl.DataFrame | None = None
         self.count = 0
         sink.write(f"{sysstat_banner(w)}\n\n".encode())
@@ -83,11 +86,59 @@ def _cpu_chunk(t: _Table, ch: pl.DataFrame, sel: pl.DataFrame) -> None:
     t.add(pl.concat([alls.select("cpu", *cpus.SHARES), ch.select("cpu", *cpus.SHARES)]))
 
 
+class _IrqReports:
+    """Sums the per-second interrupt rates of each CPU into the reports of ``mpstat -I``:
+    the report printed at sample K covers the samples after the previous report it printed
+    up to K (a sampling gap widens it), and gives their mean rate."""
+
+    RATES = ("intr", *cpus.SOFTIRQS)
+
+    def __init__(self, w: World, ks: pl.DataFrame) -> None:
+        reports = ks.select(pl.col("k").cast(pl.Int64).alias("K")).sort("K")
+        every = pl.DataFrame({"k": pl.int_range(1, w.n + 1, dtype=pl.Int64, eager=True)})
+        self.cover = every.join_asof(
+            reports.with_columns(k=pl.col("K")), on="k", strategy="forward"
+        ).drop_nulls("K")
+        self.carry: pl.DataFrame | None = None
+        self.iv = float(w.interval)
+
+    def feed(self, ch: pl.DataFrame, k1: int) -> pl.DataFrame:
+        """Add the rows of samples ``< k1``; return the reports they complete: ``k`` (=K),
+        ``cpu``, the mean rates and ``span_s`` (seconds covered), CPUs of a report together."""
+        part = ch.select(pl.col("k").cast(pl.Int64), "cpu", *self.RATES).join(self.cover, on="k")
+        part = part.group_by("K", "cpu").agg(pl.col(list(self.RATES)).sum(), n=pl.len())
+        if self.carry is not None:
+            part = (
+                pl.concat([self.carry, part])
+                .group_by("K", "cpu")
+                .agg(pl.col(list(self.RATES)).sum(), pl.col("n").sum())
+            )
+        self.carry = part.filter(pl.col("K") >= k1)
+        return (
+            part.filter(pl.col("K") < k1)
+            .sort("K", "cpu")
+            .select(
+                pl.col("K").alias("k"),
+                "cpu",
+                *[(pl.col(r) / pl.col("n")).alias(r) for r in self.RATES],
+                span_s=pl.col("n") * self.iv,
+            )
+        )
+
+
 def _irq_chunk(t: _Table, ch: pl.DataFrame, sel: pl.DataFrame) -> None:
-    c, iv = t.w.spec.cpus, float(t.w.interval)
-    alls = cpus.all_rows(ch).select(
-        "k", pl.lit(-1, pl.Int32).alias("cpu"), ((pl.col("intr") * iv).round(0) / iv).alias("intr")
+    """One chunk of ``-I SUM,SCPU`` reports from `_IrqReports.feed` rows."""
+    c = t.w.spec.cpus
+    span = pl.col("span_s")
+    alls = ch.group_by("k", maintain_order=True).agg(
+        (pl.col("intr").sum() * 1.02).alias("intr"), span.first()
+    )  # /proc/stat's total counts a little more than the per-CPU sums; whole counts
+    alls = alls.select(
+        "k",
+        pl.lit(-1, pl.Int32).alias("cpu"),
+        ((pl.col("intr") * span).round(0) / span).alias("intr"),
     )
+    ch = ch.drop("span_s")
     time, head = _fmt.hms(sel["epoch"]), _fmt.hms(sel["prev_epoch"])
     lead = time.gather(pl.int_range(0, ch.height, eager=True) // c)
     sum_block = _fmt.blocks(
@@ -116,15 +167,21 @@ def _irq_chunk(t: _Table, ch: pl.DataFrame, sel: pl.DataFrame) -> None:
 def write(w: World, cpu_sink: Sink, irq_sink: Sink) -> tuple[Outcome, Outcome]:
     """``mpstat -P ALL`` into ``cpu_sink`` and ``mpstat -I SUM,SCPU -P ALL`` into
     ``irq_sink``, from one pass over the per-CPU chunks."""
-    tc, ti = _Table(w, "mpstat", cpu_sink), _Table(w, "mpstat_irq", irq_sink)
+    tc = _Table(w, "mpstat", cpu_sink)
+    ti = _Table(w, "mpstat_irq", irq_sink, step=w.spec.irq_interval_s // w.interval)
+    reports = _IrqReports(w, ti.ks)
     step = cpus.chunk_ticks(w)
     for k0 in range(1, w.n + 1, step):
         k1 = min(k0 + step, w.n + 1)
         ch = cpus.cpu_chunk(w, k0, k1)
-        for t, fn in ((tc, _cpu_chunk), (ti, _irq_chunk)):
-            part, sel = t.select(ch, k0, k1)
-            if sel.height:
-                fn(t, part, sel)
+        part, sel = tc.select(ch, k0, k1)
+        if sel.height:
+            _cpu_chunk(tc, part, sel)
+        done = reports.feed(ch, k1)
+        sel = ti.ks.filter((pl.col("k") >= k0) & (pl.col("k") < k1))
+        if sel.height:
+            ti.count += sel.height
+            _irq_chunk(ti, done, sel)
     avg = tc.averages()
     if avg is not None:
         lines = _pct_rows(pl.Series(["Average:"] * avg.height), avg)

@@ -6,6 +6,7 @@ that the tests can check that nothing it started survives it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -129,6 +130,14 @@ def test_help_exits_zero_and_bad_argument_exits_nonzero(tmp_path: Path) -> None:
     )
     assert r.returncode != 0 and "unknown argument" in r.stderr
     assert not list(tmp_path.iterdir()), "a bad command line must not create a bundle"
+    r = subprocess.run(
+        ["sh", str(SCRIPT), "--irq-interval", "0", "-o", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode != 0 and "--irq-interval" in r.stderr
+    assert not list(tmp_path.iterdir())
 
 
 # ------------------------------------------------------------------ full runs
@@ -163,6 +172,17 @@ def test_capture_under_light_load_yields_complete_bundle(tmp_path: Path, shell: 
     if not shutil.which("nvidia-smi"):
         assert by_name["nvidia_dmon"]["status"] == "missing"
         assert "nvidia-smi" in by_name["nvidia_dmon"]["reason"]
+    # the JSON twin of iostat is opt-in; mpstat -I runs at the IRQ interval (<= -d 3)
+    assert m["options"]["iostat_json"] is False and m["options"]["irq_interval_s"] == 3
+    ij = by_name["iostat_json"]
+    assert (ij["status"], ij["reason"], ij["output"]) == (
+        "skipped",
+        "off by default (--iostat-json)",
+        None,
+    )
+    assert not (bdir / "series" / "iostat_json.out").exists()
+    if shutil.which("mpstat"):
+        assert by_name["mpstat_irq"]["command"].endswith(" 3 1"), by_name["mpstat_irq"]
     _assert_series_in_window(m, bdir, by_name)
     # every .err/.status file belongs to a collector listed in the manifest
     outputs = {c["output"] for c in m["collectors"] if c["output"]}
@@ -290,7 +310,6 @@ def test_without_sysstat_and_nvidia_smi_as_nobody_still_yields_bundle() -> None:
         assert m["user"]["root"] is False and m["user"]["uid"] != 0
         for name in (
             "iostat",
-            "iostat_json",
             "mpstat",
             "mpstat_irq",
             "sar",
@@ -299,6 +318,7 @@ def test_without_sysstat_and_nvidia_smi_as_nobody_still_yields_bundle() -> None:
         ):
             assert by_name[name]["status"] == "missing", by_name[name]
             assert "command not found" in by_name[name]["reason"]
+        assert by_name["iostat_json"]["status"] == "skipped"  # off unless --iostat-json
         assert by_name["bpf_runqlat"]["status"] in {"missing", "skipped"}
         assert by_name["meminfo"]["status"] == "ok" and by_name["psi"]["status"] == "ok"
         assert "missing" in r.stderr and "iostat" in r.stderr  # says what it skipped
@@ -306,6 +326,31 @@ def test_without_sysstat_and_nvidia_smi_as_nobody_still_yields_bundle() -> None:
         assert (out / (bdir.name + ".tgz")).is_file()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.mark.capture
+def test_iostat_json_and_irq_interval_options_are_honoured(tmp_path: Path) -> None:
+    if not (shutil.which("iostat") and shutil.which("mpstat")):
+        pytest.skip("needs sysstat (iostat, mpstat)")
+    out = tmp_path / "out"
+    r = run_capture(
+        out, "-d", "4", "-i", "1", "--iostat-json", "--irq-interval=2", "--no-gpu", "--no-bpf"
+    )
+    assert r.returncode == 0, r.stderr
+    bdir = bundle_dir(out)
+    m = load_manifest(bdir)
+    by_name = check_manifest(m, bdir)
+    assert m["options"]["iostat_json"] is True and m["options"]["irq_interval_s"] == 2
+    assert "--iostat-json" in m["args"]
+    irq = by_name["mpstat_irq"]
+    assert irq["status"] == "ok" and irq["command"].endswith(" 2 2"), irq
+    ts = sorted(set(timestamps("mpstat_irq", bdir / irq["output"])))  # headers: previous time
+    assert len(ts) == 3 and {round(b - a) for a, b in itertools.pairwise(ts)} == {2}, ts
+    ij = by_name["iostat_json"]
+    if ij["status"] == "ok":
+        assert timestamps("iostat_json", bdir / ij["output"])
+    else:  # sysstat < 11.5 has no JSON
+        assert ij["status"] == "skipped" and "11.5" in ij["reason"], ij
 
 
 @pytest.mark.capture

@@ -131,3 +131,80 @@ def test_cli_writes_the_bundle_and_its_ground_truth(tmp_path: Path) -> None:
         check=False,
     )
     assert bad.returncode == 2 and "unknown incident kind" in bad.stderr
+
+
+def _softirq_rows(text: str, column: str) -> dict[str, dict[int, float]]:
+    """``time -> cpu -> rate`` of one softirq column of ``mpstat -I SCPU`` text."""
+    header, out = None, {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) > 2 and f[1] == "CPU":
+            header = f if "NET_RX/s" in f else None
+        elif header and len(f) == len(header) and f[1].isdigit() and f[0] != "Average:":
+            out.setdefault(f[0], {})[int(f[1])] = float(f[header.index(column)])
+    return out
+
+
+def test_defaults_mirror_the_capture_iostat_json_off_and_irq_tables_every_10_s(
+    tmp_path: Path,
+) -> None:
+    spec = Spec(cpus=4, seconds=60)
+    members = _members(generate(spec, tmp_path / "d.tgz"))
+    assert not any(k.endswith("series/iostat_json.out") for k in members)
+    manifest = json.loads(next(v for k, v in members.items() if k.endswith("manifest.json")))
+    by_name = {c["name"]: c for c in manifest["collectors"]}
+    assert by_name["iostat_json"] == {
+        "name": "iostat_json",
+        "kind": "series",
+        "tool": "iostat_json",
+        "command": "iostat -t -x -y -o JSON 1",
+        "output": None,
+        "stderr": None,
+        "status": "skipped",
+        "exit_code": None,
+        "reason": "off by default (--iostat-json)",
+        "bytes": 0,
+    }
+    assert by_name["mpstat_irq"]["command"] == "mpstat -I SUM,SCPU -P ALL 10 6"
+    assert manifest["options"]["iostat_json"] is False
+    assert manifest["options"]["irq_interval_s"] == 10
+    irq = next(v for k, v in members.items() if k.endswith("series/mpstat_irq.out")).decode()
+    assert len(_softirq_rows(irq, "NET_RX/s")) == 6
+    log = next(v for k, v in members.items() if k.endswith("capture.log")).decode()
+    assert "skipped: iostat_json (off by default (--iostat-json))" in log
+
+
+def test_irq_interval_follows_the_capture_rule_and_must_be_a_multiple_of_the_interval() -> None:
+    assert Spec(seconds=60).irq_interval_s == 10
+    assert Spec(seconds=60, interval=3).irq_interval_s == 12  # first multiple >= 10 s
+    assert Spec(seconds=600, interval=15).irq_interval_s == 15
+    assert Spec(seconds=5).irq_interval_s == 5  # never longer than the capture
+    assert Spec(seconds=60, irq_interval=1).irq_samples == 60
+    with pytest.raises(SpecError, match="multiple"):
+        Spec(seconds=60, interval=3, irq_interval=4)
+
+
+def test_each_irq_report_is_the_mean_rate_of_the_seconds_it_covers(tmp_path: Path) -> None:
+    """A 10 s report of mpstat -I equals the mean of the ten 1 s reports it replaces, so an
+    interrupt storm shorter than the interval still shows."""
+    incs = [parse_incident("irq_hotspot@23+9")]
+
+    def irq_text(irq_interval: int | None, name: str) -> str:
+        spec = Spec(cpus=4, seconds=60, incidents=incs, irq_interval=irq_interval)
+        members = _members(generate(spec, tmp_path / name))
+        return next(v for k, v in members.items() if k.endswith("series/mpstat_irq.out")).decode()
+
+    fine, coarse = (
+        _softirq_rows(irq_text(1, "fine.tgz"), "NET_RX/s"),
+        _softirq_rows(irq_text(None, "coarse.tgz"), "NET_RX/s"),
+    )
+    times = sorted(fine)
+    assert len(times) == 60 and len(coarse) == 6
+    for i, t in enumerate(sorted(coarse)):
+        window = times[i * 10 : i * 10 + 10]
+        assert window[-1] == t
+        for cpu, rate in coarse[t].items():
+            mean = sum(fine[s][cpu] for s in window) / 10
+            assert abs(rate - mean) <= 0.006, (t, cpu, rate, mean)
+    storm = sorted(coarse)[2]  # 14:00:30 covers the burst at 23..32 s
+    assert coarse[storm][0] > 10 * max(coarse[sorted(coarse)[0]].values())
