@@ -125,7 +125,7 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
                     impact=impact,
                     evidence=ev,
                     remediation=[
-                        f"Raise or remove the CPU limit of {cg or 'the cgroup'}: `systemctl set-property <unit> CPUQuota=<N×100>%`, or write `max 100000` to /sys/fs/cgroup/{cg or '<cgroup>'}/cpu.max; on Kubernetes raise resources.limits.cpu (or drop the limit and keep requests).",
+                        f"Raise or remove the CPU limit of {cg or 'the cgroup'}: `systemctl set-property <unit> CPUQuota=<N×100>%`, or write `max 100000` to /sys/fs/cgroup{('/' + cg.strip('/')) if cg and cg.strip('/') else '/<cgroup>'}/cpu.max; on Kubernetes raise resources.limits.cpu (or drop the limit and keep requests).",
                         "Allow short bursts above the quota: cpu.max.burst (cgroup v2, kernel ≥ 5.14) or cpu.cfs_burst_us (v1).",
                         "Fit the work to the quota: DataLoader num_workers, OMP_NUM_THREADS / torch.set_num_threads at most the quota's CPUs (threads above it only add throttling).",
                     ],
@@ -135,15 +135,44 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
 
 
 def _quotas(ctx: Context) -> dict[str, float]:
-    """cgroup -> quota in CPUs (quota_us / period_us) from cgroup_limits."""
-    if not ctx.rows("cgroup_limits"):
-        return {}
-    df = ctx.query(
-        "SELECT cgroup, max(value) FILTER (key = 'cpu.quota_us') AS q, max(value) FILTER (key = 'cpu.period_us') AS p "
-        "FROM cgroup_limits WHERE NOT coalesce(unlimited, false) GROUP BY cgroup"
-    )
-    return {
-        row["cgroup"]: row["q"] / row["p"]
-        for row in df.iter_rows(named=True)
-        if row["q"] and row["p"]
-    }
+    """cgroup -> quota in CPUs (quota_us / period_us), from ``cgroup_limits`` rows or, when
+    the limits came as a snapshot (``snap/cgroup_limits.*.out`` lands in ``host_config``
+    with its raw ``<path> <value>`` line), from ``cpu.max`` (v2) / ``cpu.cfs_quota_us`` and
+    ``cpu.cfs_period_us`` (v1) there. A quota of ``max`` / ``-1`` is no quota."""
+    quotas: dict[str, float] = {}
+    if ctx.rows("host_config"):
+        df = ctx.query(
+            f"""WITH l AS (SELECT regexp_extract(raw, '{_LIMIT_RE}', ['path', 'file', 'a', 'b']) AS m, ts FROM host_config
+                           WHERE source = 'cgroup_limits' AND raw IS NOT NULL),
+                 v AS (SELECT coalesce(nullif(m.path, ''), '/') AS cgroup, m.file AS file, TRY_CAST(m.a AS DOUBLE) AS a,
+                              TRY_CAST(m.b AS DOUBLE) AS b, ts FROM l WHERE m.file <> '')
+            SELECT cgroup,
+                   arg_max(a, ts) FILTER (file = 'cpu.max') AS q2,
+                   arg_max(b, ts) FILTER (file = 'cpu.max') AS p2,
+                   arg_max(a, ts) FILTER (file = 'cpu.cfs_quota_us') AS q1,
+                   arg_max(a, ts) FILTER (file = 'cpu.cfs_period_us') AS p1
+            FROM v GROUP BY cgroup"""
+        )
+        for row in df.iter_rows(named=True):
+            q, per = (row["q2"], row["p2"]) if row["p2"] else (row["q1"], row["p1"])
+            if q and per and q > 0:
+                quotas[row["cgroup"]] = q / per
+    if ctx.rows("cgroup_limits"):
+        df = ctx.query(
+            "SELECT cgroup, max(value) FILTER (key = 'cpu.quota_us') AS q, max(value) FILTER (key = 'cpu.period_us') AS p "
+            "FROM cgroup_limits WHERE NOT coalesce(unlimited, false) GROUP BY cgroup"
+        )
+        quotas |= {
+            row["cgroup"]: row["q"] / row["p"]
+            for row in df.iter_rows(named=True)
+            if row["q"] and row["p"]
+        }
+    return quotas
+
+
+# "<path>/cpu.max <quota|max> <period>" or "<path>/cpu.cfs_(quota|period)_us <n>"; the
+# cgroup is the path below /sys/fs/cgroup without a v1 controller mount (as in cgroup_cpu).
+_LIMIT_RE = (
+    r"^/sys/fs/cgroup(?:/(?:cpu|cpuacct)(?:,[a-z_]+)*)?(?P<path>/\S*)?/"
+    r"(?P<file>cpu\.max|cpu\.cfs_quota_us|cpu\.cfs_period_us)\s+(?P<a>\S+)(?:\s+(?P<b>\d+))?\s*$"
+)

@@ -43,6 +43,34 @@ def test_cgroup_throttled_in_a_third_of_its_periods_is_a_major_cpu_throttle_with
     assert "quota 4.00 CPUs" in f.summary and "/kubepods/pod1" in f.title
 
 
+def _snapshot(*raws: str) -> pl.DataFrame:
+    """host_config rows as the snapshot parser writes them for snap/cgroup_limits.*.out."""
+    return pl.DataFrame(
+        {"ts": [t(0)] * len(raws), "snapshot": ["start"] * len(raws),
+         "source": ["cgroup_limits"] * len(raws), "key": ["k"] * len(raws),
+         "value": ["v"] * len(raws), "raw": list(raws)}
+    )  # fmt: skip
+
+
+def test_quota_comes_from_the_cgroup_limits_snapshot_v2_and_v1() -> None:
+    v2 = _snapshot("/sys/fs/cgroup/kubepods/pod1/cpu.max 250000 100000")
+    got = run(cpu_throttle, n=N, cgroup_cpu=_cg(33.0), host_config=v2)
+    assert isinstance(got, list) and "quota 2.50 CPUs" in got[0].summary
+    assert "/sys/fs/cgroup/kubepods/pod1/cpu.max" in got[0].remediation[0]
+    v1 = _snapshot(
+        "/sys/fs/cgroup/cpu,cpuacct/kubepods/pod1/cpu.cfs_quota_us 150000",
+        "/sys/fs/cgroup/cpu,cpuacct/kubepods/pod1/cpu.cfs_period_us 100000",
+    )
+    got = run(cpu_throttle, n=N, cgroup_cpu=_cg(33.0), host_config=v1)
+    assert isinstance(got, list) and "quota 1.50 CPUs" in got[0].summary
+
+
+def test_an_unlimited_cpu_max_in_the_snapshot_is_no_quota() -> None:
+    got = run(cpu_throttle, n=N, cgroup_cpu=_cg(33.0),
+              host_config=_snapshot("/sys/fs/cgroup/kubepods/pod1/cpu.max max 100000"))  # fmt: skip
+    assert isinstance(got, list) and "quota unknown" in got[0].summary
+
+
 def test_throttling_just_below_ten_percent_gives_nothing() -> None:
     assert run(cpu_throttle, n=N, cgroup_cpu=_cg(9.9)) == []
 
