@@ -1,116 +1,74 @@
 """Text-mode tokenizer for bpftrace / bcc output (private helper of ``bpftrace``).
 
-Every line gets a kind from one vectorized ``when`` chain; histogram rows are tied to the
-header that starts their run of rows (a segment), timestamps to the maps that follow
-them until the next timestamp or a run of two blank lines (bpftrace's exit dump).
+Every line gets a kind from one ``when`` chain; histogram rows are tied to the header
+that starts their run of rows (a segment), timestamps to the maps that follow them until
+the next timestamp or a run of two blank lines (bpftrace's exit dump).
+
+The file is read in blocks (`_blocks`) that start at an empty line: there a segment, a
+stack key and a timestamp's reach can only continue through what `Carry` holds (the
+timestamp in effect, whether the line before was blank, the midnight roll-over of
+printed times). A line's kind depends on itself and, for section titles and bcc section
+keys, on the next two lines: the block reader hands those over as ``ahead``.
+
+Speed: the chain runs once per *distinct* line text (`_facts`; a capture repeats its
+headers, blank lines and timestamps), and canonical bucket rows never enter it: they are
+recognized by one regex and stand for their run of rows through one representative
+(`_bpftrace_rows`). The per-line context work then runs on the other lines plus one line
+per run — a fifth of a histogram capture.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
 import polars as pl
 
-from analyzer.parsers._nvbpf_time import hms_seconds, local_to_utc, time_of_day_to_ts
+from analyzer.parsers import _bpftrace_rows as rows
+from analyzer.parsers._bpftrace_kinds import (
+    NOISE,
+    ROW_KINDS,
+    TIME_EPOCH,
+    TIME_HMS,
+    TIME_ISO,
+    classify,
+)
+from analyzer.parsers._bpftrace_rows import TS_ROW, UNITS
+from analyzer.parsers._nvbpf_time import DayCarry, hms_seconds, local_to_utc, time_of_day_to_ts
 from analyzer.parsers.base import TS, Coverage, ParseContext
 
-BT_HDR = r"^(?:@[A-Za-z_0-9]*(?:\[.*\])?|\]):$"
-STACK_OPEN = r"^@[A-Za-z_0-9]*\[$"
-BT_ROW = r"^([\[(])([^\])]*)([\])])\s+(\d+)\s+\|[@ ]*\|$"
-BT_SCALAR = r"^(?:@([A-Za-z_0-9]*)(?:\[(.*)\])?|\]): (.+)$"
-BCC_HDR = r"^\s*(\S.*?)\s+: count\s+distribution$"
-BCC_LOG2 = r"^\s*(\d+) -> (\d+)\s+: (\d+)\s+\|[*+ ]*\|$"
-BCC_LIN = r"^\s*(\d+)\s+: (\d+)\s+\|[*+ ]*\|$"
-BCC_KEY = r"^\s*(?:Bucket )?([A-Za-z_][\w ]*?) = (.+)$"
-TIME_HMS = r"^\[?(\d{1,2}:\d{2}:\d{2}(?:\.\d+)?)\]?$"
-TIME_ISO = r"^(?:@[A-Za-z_0-9]*: )?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?)(Z|[+-]\d{2}:?\d{2})?$"
-TIME_EPOCH = r"^(?:@[A-Za-z_0-9]*time[A-Za-z_0-9]*: )?(\d{9,10}(?:\.\d+)?)$"
-TS_ROW = r"^(\S+) +[|*][ *.]*[|*] (-?\d+(?:\.\d+)?|-)$"
-TS_AXIS = r"^(?:\s+-?\d+(?:\.\d+)?\s+-?\d+(?:\.\d+)?|hh:mm:ss(?:\.ms)?\s+\|_+\||\s+v_+v)$"
-BANNER = r"^Attach(?:ing|ed) \d+ probes?|Ctrl-C|^Tracing .*\.\.\.?$|^hindsight \w+: "
-NOISE = r"^(?:ERROR|WARNING|WARN|Error|stdin:\d|Lost \d+ events|\S+\.bt:\d+:\d+|libbpf:|perf_event_open|Failed to|cannot )"
-PROMPT = r"^(?:#|\$|~\$|\w+@[\w.-]+[:~][^ ]*[$#]) +\S"
-ROW_KINDS = ["bt_row", "bcc_row", "ts_row", "ts_axis"]
-PROSE_WORD = r"\b[a-z]{2,}\b"
-_MULT = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50, "E": 1 << 60}
-UNITS = {
-    "usecs": "usecs",
-    "us": "usecs",
-    "nsecs": "nsecs",
-    "ns": "nsecs",
-    "msecs": "msecs",
-    "ms": "msecs",
-    "bytes": "bytes",
-    "kbytes": "kbytes",
-    "secs": "secs",
-}
+__all__ = ["NOISE", "UNITS", "Carry", "cut_before_blank", "finish", "time_values", "tokenize"]
 
 
-def _suffixed(expr: pl.Expr) -> pl.Expr:
-    """``64K`` -> 65536 (bpftrace suffixes are powers of 1024)."""
-    g = expr.str.strip_chars().str.extract_groups(r"^(-?\d+)([KMGTPE]?)$")
-    mult = g.struct.field("2").replace_strict(_MULT, default=None, return_dtype=pl.Int64)
-    return g.struct.field("1").cast(pl.Int64, strict=False) * mult
+def cut_before_blank(buf: bytes, limit: int) -> int:
+    """Block cut for `_blocks.Blocks`: the start of the last empty line at or
+    before ``limit`` (``\\n`` or ``\\r\\n``), -1 when there is none."""
+    at = max(buf.rfind(b"\n\n", 0, limit + 1), buf.rfind(b"\n\r\n", 0, limit + 2))
+    return at + 1 if at >= 0 else -1
 
 
-def classify(df: pl.DataFrame) -> pl.DataFrame:
-    """Add ``kind`` (and helper columns) to a ``line_no, line`` frame."""
-    s = pl.col("line").str.strip_chars_end()
-    next1 = s.shift(-1).fill_null("")
-    next2 = s.shift(-2).fill_null("")
-    words = s.str.count_matches(PROSE_WORD)
-    tokens = s.str.count_matches(r"\S+")
-    prose = ((words >= 3) & (words * 5 >= tokens * 2)) | (
-        (words >= 1) & s.str.contains(r"^\s*[A-Za-z(\"'][^|@]*[a-z)][.:!?,]$")
-    )
-    kind = (
-        pl.when(s.str.strip_chars() == "")
-        .then(pl.lit("blank"))
-        .when(s.str.contains(BT_HDR))
-        .then(pl.lit("bt_hdr"))
-        .when(s.str.contains(STACK_OPEN))
-        .then(pl.lit("stack_open"))
-        .when(s.str.contains(BT_ROW))
-        .then(pl.lit("bt_row"))
-        .when(s.str.contains(TIME_HMS) | s.str.contains(TIME_ISO) | s.str.contains(TIME_EPOCH))
-        .then(pl.lit("time"))
-        .when(s.str.contains(BT_SCALAR))
-        .then(pl.lit("bt_scalar"))
-        .when(s.str.contains(BCC_HDR))
-        .then(pl.lit("bcc_hdr"))
-        .when(s.str.contains(BCC_LOG2) | s.str.contains(BCC_LIN))
-        .then(pl.lit("bcc_row"))
-        .when(s.str.contains(TS_ROW))
-        .then(pl.lit("ts_row"))
-        .when(s.str.contains(TS_AXIS))
-        .then(pl.lit("ts_axis"))
-        .when(s.str.contains(BCC_KEY) & next1.str.contains(BCC_HDR))
-        .then(pl.lit("bcc_key"))
-        .when(s.str.contains(NOISE))
-        .then(pl.lit("noise"))
-        .when(s.str.contains(BANNER))
-        .then(pl.lit("banner"))
-        .when(s == "^C")
-        .then(pl.lit("ctrl_c"))
-        .when(s.str.contains(PROMPT))
-        .then(pl.lit("prompt"))
-        .when(
-            s.str.ends_with(":")
-            & (next1.str.starts_with("@") | ((next1 == "") & next2.str.starts_with("@")))
-        )
-        .then(pl.lit("title"))
-        .when(s.str.contains(r"^\s+\S"))
-        .then(pl.lit("indented"))
-        .when(prose)
-        .then(pl.lit("prose"))
-        .otherwise(pl.lit("other"))
-    )
-    return df.with_columns(s=s, kind=kind, prose=prose)
+@dataclass
+class Carry:
+    """What one block hands to the next (blocks start at an empty line)."""
+
+    ts: datetime | None = None  # the timestamp in effect after the block
+    prev_blank: bool = False  # the block's last line is blank
+    times: DayCarry = field(default_factory=DayCarry)  # roll-over of timestamp lines
+    tseries: DayCarry = field(default_factory=DayCarry)  # roll-over of tseries row times
+    unplaced: int = 0  # timestamp lines whose ts is NULL
 
 
-def time_values(frame: pl.DataFrame, col: str, ctx: ParseContext, tz: str) -> pl.Series:
-    """Timestamp strings (file order) -> UTC datetimes: HH:MM:SS, ISO 8601, epoch seconds."""
+def time_values(
+    frame: pl.DataFrame, col: str, ctx: ParseContext, tz: str, carry: DayCarry | None = None
+) -> pl.Series:
+    """Timestamp strings (file order) -> UTC datetimes: HH:MM:SS, ISO 8601, epoch seconds.
+
+    ``carry`` continues the midnight roll-over of times of day from earlier blocks.
+    """
     s = pl.col(col).str.strip_chars()
     hms = hms_seconds(s.str.extract(TIME_HMS, 1))
-    by_day = time_of_day_to_ts(hms, ctx, tz)
+    by_day = time_of_day_to_ts(hms, ctx, tz, carry)
     iso = s.str.extract_groups(TIME_ISO)
     naive = (
         iso.struct.field("1")
@@ -140,8 +98,11 @@ def time_values(frame: pl.DataFrame, col: str, ctx: ParseContext, tz: str) -> pl
             by_day if by_day is not None else pl.lit(None, TS),
             pl.when(off.is_not_null()).then(with_off).otherwise(local_to_utc(naive, tz)),
             from_epoch,
-        ).alias("ts")
+        ).alias("ts"),
+        hms.alias("hms"),
     )
+    if carry is not None:
+        carry.advance(out.get_column("hms"))
     return out.get_column("ts")
 
 
@@ -149,22 +110,28 @@ def _stacks(df: pl.DataFrame) -> pl.DataFrame:
     """Multi-line stack keys: ``@name[`` + indented frames + ``]:`` / ``]: value``.
 
     Adds ``frame_ok`` (a frame inside an open stack key) and, on the closing line,
-    ``stack_map`` / ``stack_key`` (frames stripped and joined with ';').
+    ``stack_map`` / ``stack_key`` (frames stripped and joined with ';'). A stack run
+    (seg3) is a non-indented line and the indented lines after it.
     """
     kind = pl.col("kind")
-    closing = pl.col("s").str.starts_with("]:")
-    df = df.with_columns(seg3=(kind != "indented").cast(pl.Int32).cum_sum())
+    ind = kind == "indented"
     df = df.with_columns(
-        st_start=kind.first().over("seg3"), st_line=pl.col("s").first().over("seg3")
+        seg3=(~ind).cast(pl.Int32).cum_sum(),
+        st_start=pl.when(~ind).then(kind).forward_fill().fill_null(pl.lit("indented")),
+        st_line=pl.when(~ind).then(pl.col("s")).forward_fill(),
+    ).with_columns(frame_ok=ind & (pl.col("st_start") == "stack_open"))
+    df = df.with_columns(
+        prev_open=(pl.col("st_start").shift(1) == "stack_open") & pl.col("closing")
     )
-    df = df.with_columns(frame_ok=(kind == "indented") & (pl.col("st_start") == "stack_open"))
+    if not df.get_column("prev_open").any():
+        return df.with_columns(stack_map=pl.lit(None, pl.String), stack_key=pl.lit(None, pl.String))
     keys = (
         df.filter(pl.col("frame_ok"))
         .group_by("seg3")
         .agg(pl.col("s").str.strip_chars().str.join(";").alias("stack_key"))
     )
     df = df.join(keys, on="seg3", how="left", maintain_order="left")
-    prev_open = (pl.col("st_start").shift(1) == "stack_open") & closing
+    prev_open = pl.col("prev_open")
     return df.with_columns(
         stack_map=pl.when(prev_open).then(
             pl.col("st_line").shift(1).str.extract(r"^(@[A-Za-z_0-9]*)\[", 1)
@@ -173,64 +140,82 @@ def _stacks(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def tokenize(
-    df: pl.DataFrame, ctx: ParseContext, tz: str, cov: Coverage
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """-> (hist rows, scalar rows) as frames with typed columns; fills ``cov``."""
-    df = _stacks(classify(df))
+def _context(df: pl.DataFrame) -> pl.DataFrame:
+    """Map/key of map lines, segments (a non-row line and the rows after it: ``starter``,
+    ``starter_line``, ``bt_map``, ``bt_key``, ``hdr_prev``, ``hdr_prev_kind``) and
+    ``valid`` (a row under a header of its own style)."""
     kind, s = pl.col("kind"), pl.col("s")
-    closing = s.str.starts_with("]:")
-    # map/key of every bpftrace map line (plain, or closing a stack key)
-    df = df.with_columns(
-        here_map=pl.when(closing)
-        .then(pl.col("stack_map"))
-        .otherwise(pl.concat_str(pl.lit("@"), s.str.extract(r"^@([A-Za-z_0-9]*)", 1))),
-        here_key=pl.when(closing)
-        .then(pl.col("stack_key"))
-        .otherwise(s.str.extract(r"^@[A-Za-z_0-9]*\[(.*)\]:(?: .*)?$", 1).fill_null("")),
+    df = _stacks(df).with_columns(
+        here_map=pl.when(pl.col("closing")).then(pl.col("stack_map")).otherwise(pl.col("map0")),
+        here_key=pl.when(pl.col("closing")).then(pl.col("stack_key")).otherwise(pl.col("key0")),
     )
     df = df.with_columns(
         kind=pl.when(kind.is_in(["bt_hdr", "bt_scalar"]) & pl.col("here_map").is_null())
         .then(pl.lit("other"))
         .otherwise(kind)
     )
-    # segments: each line that is not a row starts one; rows inherit the starter's header
-    df = df.with_columns(seg=(~kind.is_in(ROW_KINDS)).cast(pl.Int32).cum_sum())
-    new_seg = pl.col("seg") != pl.col("seg").shift(1)
+    seg = (~kind.is_in(ROW_KINDS)).cast(pl.Int32).cum_sum()
+    df = df.with_columns(seg=seg).with_columns(
+        _start=pl.when(pl.col("seg") != pl.col("seg").shift(1, fill_value=-1))
+        .then(pl.int_range(pl.len()))
+        .forward_fill()
+    )
+    at = pl.col("_start")
     df = df.with_columns(
-        starter=kind.first().over("seg"),
-        starter_line=s.first().over("seg"),
-        bt_map=pl.col("here_map").first().over("seg"),
-        bt_key=pl.col("here_key").first().over("seg"),
-        hdr_prev=pl.when(new_seg).then(s.shift(1).fill_null("")),
-        hdr_prev_kind=pl.when(new_seg).then(kind.shift(1).fill_null("")),
-    ).with_columns(pl.col("hdr_prev", "hdr_prev_kind").forward_fill().over("seg"))
+        starter=kind.gather(at),
+        starter_line=s.gather(at),
+        bt_map=pl.col("here_map").gather(at),
+        bt_key=pl.col("here_key").gather(at),
+        hdr_prev=s.shift(1).gather(at),
+        hdr_prev_kind=kind.shift(1).gather(at),
+    )
     valid = (
         ((kind == "bt_row") & (pl.col("starter") == "bt_hdr"))
         | ((kind == "bcc_row") & (pl.col("starter") == "bcc_hdr"))
         | (kind.is_in(["ts_row", "ts_axis"]) & (pl.col("starter") == "bt_hdr"))
     )
-    # timestamps: apply until the next one or two consecutive blank lines
-    blank2 = (kind == "blank") & (kind.shift(1) == "blank")
+    return df.with_columns(valid=valid)
+
+
+def _timestamps(df: pl.DataFrame, ctx: ParseContext, tz: str, carry: Carry) -> pl.DataFrame:
+    """``ts`` of every line: the last timestamp line before it, until two blank lines."""
+    kind = pl.col("kind")
+    blank = kind == "blank"
+    blank2 = blank & blank.shift(1, fill_value=carry.prev_blank)
     df = df.with_columns(
-        mark=pl.when(kind == "time").then(pl.col("line_no")).when(blank2).then(0).forward_fill()
+        mark=pl.when(kind == "time")
+        .then(pl.col("line_no").cast(pl.Int64))
+        .when(blank2)
+        .then(0)
+        .forward_fill()
     )
     times = df.filter(kind == "time").select("line_no", "s")
-    times = times.with_columns(ts=time_values(times, "s", ctx, tz)).select(
-        pl.col("line_no").alias("mark"), "ts"
+    ts = time_values(times, "s", ctx, tz, carry.times)
+    carry.unplaced += ts.null_count()
+    times = times.select(pl.col("line_no").cast(pl.Int64).alias("mark"), ts.alias("ts"))
+    df = df.join(times, on="mark", how="left", maintain_order="left").with_columns(
+        ts=pl.when(pl.col("mark").is_null()).then(pl.lit(carry.ts, TS)).otherwise(pl.col("ts"))
     )
-    n_null = times.get_column("ts").null_count()
-    if n_null:
-        cov.notes.append(
-            f"{n_null} timestamp line(s) could not be placed (time of day without a capture start date, or invalid): ts NULL"
-        )
-    df = df.join(times, on="mark", how="left", maintain_order="left")
-    hist = _hist_rows(df.filter(valid & kind.is_in(["bt_row", "bcc_row"])))
-    tsr = s.str.extract_groups(TS_ROW)
-    has_val = tsr.struct.field("2") != "-"
-    scalars = _scalar_rows(
-        df.filter(kind == "bt_scalar"), df.filter(valid & (kind == "ts_row") & has_val), ctx, tz
+    if df.height:
+        carry.ts = df.get_column("ts")[-1]
+        carry.prev_blank = df.get_column("kind")[-1] == "blank"
+    return df
+
+
+def _tally(df: pl.DataFrame, ts_rows: pl.DataFrame, cov: Coverage) -> None:
+    """Coverage of every line (``w`` lines per row: a representative counts its run)."""
+    keys = ["kind", "valid", "frame_ok", "prose"]
+    groups = pl.concat(
+        [
+            df.filter(pl.col("kind") != "ts_row")
+            .group_by(keys)
+            .agg(pl.col("w").sum().alias("n"))
+            .with_columns(has_val=pl.lit(None, pl.Boolean)),
+            ts_rows.group_by([*keys, "has_val"]).agg(pl.col("w").sum().alias("n")),
+        ],
+        how="diagonal_relaxed",
     )
+    kind, valid, has_val = pl.col("kind"), pl.col("valid"), pl.col("has_val")
     reason = (
         pl.when(valid & kind.is_in(["bt_row", "bcc_row"]))
         .then(pl.lit("P"))
@@ -270,107 +255,72 @@ def tokenize(
         .then(pl.lit("K:not tool output (prose)"))
         .otherwise(pl.lit("K:unrecognized line (unsupported output or garbage)"))
     )
-    for r, n in df.select(reason.alias("r")).group_by("r").len().iter_rows():
+    tally = groups.group_by(reason.alias("r")).agg(pl.col("n").sum())
+    for r, n in tally.sort("r").iter_rows():
         if r == "P":
             cov.parsed += n
         elif r.startswith("S:"):
             cov.add_structure(r[2:], n)
         else:
             cov.add_skipped(r[2:], n)
-    return hist, scalars
 
 
-def _hist_rows(rows: pl.DataFrame) -> pl.DataFrame:
-    """Valid bucket rows (bpftrace and bcc) -> bpf_hist columns."""
-    s, is_bt = pl.col("s"), pl.col("kind") == "bt_row"
-    bt = s.str.extract_groups(BT_ROW)
-    parts = bt.struct.field("2").str.split_exact(",", 1)
-    lo_s, hi_s = parts.struct.field("field_0"), parts.struct.field("field_1")
-    bt_lo = pl.when(lo_s.str.strip_chars() == "...").then(None).otherwise(_suffixed(lo_s))
-    bt_hi = (
-        pl.when(hi_s.is_null())
-        .then(_suffixed(lo_s) + 1)
-        .when(hi_s.str.strip_chars() == "...")
-        .then(None)
-        .otherwise(_suffixed(hi_s))
+def tokenize(
+    lines: pl.DataFrame,
+    ahead: pl.DataFrame,
+    ctx: ParseContext,
+    tz: str,
+    cov: Coverage,
+    carry: Carry,
+    data: bytes | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One block (``line_no``, ``line``; ``ahead``: the next lines; ``data``: its bytes
+    when known) -> (hist rows, scalar rows) as frames with typed columns; fills ``cov``
+    and advances ``carry``."""
+    if data is not None and (b"\x00" in data or b"\r" in data):
+        data = None  # bytes were removed: the lines are not the bytes
+    full = pl.concat([lines, ahead]) if ahead.height else lines
+    rest, fast = classify(full, lines.height)
+    first, length, run_of = rows.runs(fast)
+    reps = lines.select(pl.all().gather(first)).select(
+        "line_no",
+        pl.col("line").alias("s"),
+        pl.lit("bt_row").alias("kind"),
+        pl.lit(False).alias("prose"),
+        pl.lit(False).alias("closing"),
+        pl.lit(None, pl.String).alias("map0"),
+        pl.lit("").alias("key0"),
+        pl.Series("w", length, dtype=pl.Int64),
+        pl.Series("run", np.arange(first.size), dtype=pl.Int64),
     )
-    log2, lin = s.str.extract_groups(BCC_LOG2), s.str.extract_groups(BCC_LIN)
-    bcc_lo = pl.coalesce(log2.struct.field("1"), lin.struct.field("1")).cast(pl.Int64, strict=False)
-    bcc_hi = (
-        pl.coalesce(log2.struct.field("2"), lin.struct.field("1")).cast(pl.Int64, strict=False) + 1
+    df = pl.concat(
+        [rest.with_columns(w=pl.lit(1, pl.Int64), run=pl.lit(None, pl.Int64)), reps]
+    ).sort("line_no")
+    df = _timestamps(_context(df), ctx, tz, carry)
+    kind = pl.col("kind")
+    slow = df.filter(pl.col("valid") & kind.is_in(["bt_row", "bcc_row"]) & pl.col("run").is_null())
+    runs_ok = df.filter(pl.col("valid") & pl.col("run").is_not_null()).select(
+        "run", "ts", "bt_map", "bt_key"
     )
-    bcc_count = pl.coalesce(log2.struct.field("3"), lin.struct.field("2")).cast(
-        pl.Int64, strict=False
+    hist = rows.fast_hist_rows(lines, data, fast, run_of, runs_ok)
+    if slow.height:
+        hist = pl.concat([hist, rows.hist_rows(slow)]).sort("line_no")
+    ts_rows = df.filter(kind == "ts_row").with_columns(
+        has_val=pl.col("s").str.extract_groups(TS_ROW).struct.field("2") != "-"
     )
-    label = pl.col("starter_line").str.extract(BCC_HDR, 1)
-    sec = pl.col("hdr_prev").str.extract_groups(BCC_KEY)
-    has_sec = pl.col("hdr_prev_kind") == "bcc_key"
-    bcc_map = pl.when(has_sec).then(sec.struct.field("1")).otherwise(label)
-    bcc_key = (
-        pl.when(has_sec)
-        .then(sec.struct.field("2").str.strip_chars().str.strip_chars("'\""))
-        .otherwise(pl.lit(""))
-    )
-    return rows.select(
-        "ts",
-        pl.when(is_bt).then(pl.col("bt_map")).otherwise(bcc_map).alias("map"),
-        pl.when(is_bt).then(pl.col("bt_key")).otherwise(bcc_key).alias("key"),
-        pl.when(is_bt).then(bt_lo).otherwise(bcc_lo).alias("bucket_low"),
-        pl.when(is_bt).then(bt_hi).otherwise(bcc_hi).alias("bucket_high"),
-        pl.when(is_bt)
-        .then(bt.struct.field("4").cast(pl.Int64, strict=False))
-        .otherwise(bcc_count)
-        .alias("count"),
-        pl.when(is_bt)
-        .then(pl.col("bt_map").str.strip_prefix("@"))
-        .otherwise(label)
-        .str.to_lowercase()
-        .replace_strict(UNITS, default=None, return_dtype=pl.String)
-        .alias("unit"),
-        pl.when(is_bt).then(pl.lit("bpftrace")).otherwise(pl.lit("bcc")).alias("style"),
-    )
+    with_val = ts_rows.filter(pl.col("valid") & pl.col("has_val"))
+    times = None
+    if with_val.height:
+        t = with_val.select(pl.col("s").str.extract_groups(TS_ROW).struct.field("1").alias("t"))
+        times = time_values(t, "t", ctx, tz, carry.tseries)
+    scalars = rows.scalar_rows(df.filter(kind == "bt_scalar"), with_val, times)
+    _tally(df, ts_rows, cov)
+    return hist.drop("line_no"), scalars
 
 
-def _scalar_rows(
-    scal: pl.DataFrame, ts_rows: pl.DataFrame, ctx: ParseContext, tz: str
-) -> pl.DataFrame:
-    """Map value lines (value / stats() / text) and tseries rows -> bpf_scalar columns."""
-    val = pl.col("s").str.extract(BT_SCALAR, 3).str.strip_chars()
-    num = val.cast(pl.Float64, strict=False)
-    stats = val.str.extract_groups(r"^count (-?\d+), average (-?\d+), total (-?\d+)$")
-    is_stats = stats.struct.field("1").is_not_null()
-    ident = [pl.col("ts"), pl.col("here_map").alias("map"), pl.col("here_key").alias("key")]
-    parts = [
-        scal.filter(~is_stats).select(
-            *ident,
-            pl.lit("value").alias("stat"),
-            num.alias("value"),
-            pl.when(num.is_null()).then(val).alias("text"),
+def finish(carry: Carry, cov: Coverage) -> None:
+    """Notes that sum over all blocks (after the last one)."""
+    if carry.unplaced:
+        cov.notes.append(
+            f"{carry.unplaced} timestamp line(s) could not be placed (time of day without a capture start date, or invalid): ts NULL"
         )
-    ]
-    for i, stat in enumerate(("count", "average", "total"), start=1):
-        parts.append(
-            scal.filter(is_stats).select(
-                *ident,
-                pl.lit(stat).alias("stat"),
-                stats.struct.field(str(i)).cast(pl.Float64).alias("value"),
-                pl.lit(None, pl.String).alias("text"),
-            )
-        )
-    tsr = pl.col("s").str.extract_groups(TS_ROW)
-    row_ts = (
-        time_values(ts_rows.with_columns(t=tsr.struct.field("1")), "t", ctx, tz)
-        if ts_rows.height
-        else pl.Series("ts", [], TS)
-    )
-    parts.append(
-        ts_rows.with_columns(ts=row_ts).select(
-            "ts",
-            pl.col("bt_map").alias("map"),
-            pl.col("bt_key").alias("key"),
-            pl.lit("value").alias("stat"),
-            tsr.struct.field("2").cast(pl.Float64, strict=False).alias("value"),
-            pl.lit(None, pl.String).alias("text"),
-        )
-    )
-    return pl.concat(parts, how="vertical_relaxed")

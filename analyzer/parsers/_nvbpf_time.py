@@ -8,6 +8,7 @@ else as UTC with a coverage note. Times printed without a date take the date of
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -54,20 +55,57 @@ def start_local(ctx: ParseContext, tz: str) -> datetime | None:
     return start.astimezone(ZoneInfo(tz)).replace(tzinfo=None)
 
 
-def time_of_day_to_ts(sec: pl.Expr, ctx: ParseContext, tz: str) -> pl.Expr | None:
+@dataclass
+class DayCarry:
+    """Midnight roll-over state of one sequence of times of day read in blocks.
+
+    ``prev``: the last non-NULL seconds-of-day so far; ``back``: roll-overs so far;
+    ``first``: the sequence's first non-NULL seconds-of-day (it decides the first day).
+    """
+
+    prev: float | None = None
+    back: int = 0
+    first: float | None = None
+
+    def advance(self, sec: pl.Series) -> None:
+        """Move past ``sec``, the seconds-of-day of one block (file order, NULLs allowed)."""
+        vals = sec.drop_nulls()
+        if vals.len() == 0:
+            return
+        prev = pl.Series([self.prev], dtype=pl.Float64).extend(vals.cast(pl.Float64))
+        self.back += int((prev.slice(1) < prev.shift(1).slice(1)).fill_null(False).sum())
+        if self.first is None:
+            self.first = float(vals[0])
+        self.prev = float(vals[-1])
+
+
+def time_of_day_to_ts(
+    sec: pl.Expr, ctx: ParseContext, tz: str, carry: DayCarry | None = None
+) -> pl.Expr | None:
     """Seconds-of-day (Float64, file order, NULL allowed) -> UTC ts using the capture date.
 
     Midnight roll-over: one day is added each time the time of day goes backwards. The
     first day is the capture start's local date, or the next day when the first time is
     more than an hour before the capture start's time of day. None when no capture start.
+    ``carry`` continues a sequence read in blocks: the roll-overs and first time of the
+    blocks before (the caller advances it with `DayCarry.advance` after each block).
     """
     start = start_local(ctx, tz)
     if start is None:
         return None
     start_sec = start.hour * 3600 + start.minute * 60 + start.second
     filled = sec.forward_fill()
-    back = (filled < filled.shift(1)).fill_null(False).cast(pl.Int64).cum_sum()
-    first = filled.drop_nulls().first()
+    prev, back0, first = None, 0, filled.drop_nulls().first()
+    if carry is not None:
+        prev, back0 = carry.prev, carry.back
+        if carry.first is not None:
+            first = pl.lit(carry.first, pl.Float64)
+    if prev is not None:
+        filled = filled.fill_null(prev)
+        before = filled.shift(1, fill_value=prev)
+    else:
+        before = filled.shift(1)
+    back = (filled < before).fill_null(False).cast(pl.Int64).cum_sum() + back0
     first_day = pl.when(first < start_sec - 3600).then(1).otherwise(0)
     day0 = datetime(start.year, start.month, start.day)
     offset_us = ((back + first_day) * 86400 * 1_000_000 + (sec * 1_000_000).round(0)).cast(pl.Int64)

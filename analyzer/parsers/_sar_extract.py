@@ -122,33 +122,41 @@ def text_tail(sections: list[Section]) -> pl.Expr:
     return expr.alias("tok")
 
 
-def _float(tok: pl.Expr, human: bool = False) -> pl.Expr:
-    return ss.number(tok, human=True) if human else base.decimal_number(tok)
+def _float(tok: pl.Expr, human: bool = False, plain: bool = False) -> pl.Expr:
+    if human:
+        return ss.number(tok, human=True)
+    return tok.cast(pl.Float64, strict=False) if plain else base.decimal_number(tok)
 
 
-def _int(tok: pl.Expr, human: bool = False) -> pl.Expr:
-    return pl.coalesce(
-        base.int_number(tok), _float(tok, human).round().cast(pl.Int64, strict=False)
-    )
+def _int(tok: pl.Expr, human: bool = False, plain: bool = False) -> pl.Expr:
+    whole = tok.cast(pl.Int64, strict=False) if plain and not human else base.int_number(tok)
+    return pl.coalesce(whole, _float(tok, human, plain).round().cast(pl.Int64, strict=False))
 
 
-def cast_value(tok: pl.Expr, dtype: pl.DataType, col: str, human: bool = False) -> pl.Expr:
-    """One token -> the declared dtype (decimal comma; ``--human`` suffixes with ``human``)."""
+def cast_value(
+    tok: pl.Expr, dtype: pl.DataType, col: str, human: bool = False, plain: bool = False
+) -> pl.Expr:
+    """One token -> the declared dtype (decimal comma; ``--human`` suffixes with ``human``).
+
+    ``plain``: the tokens hold no blank and no comma, so stripping blanks and reading a
+    decimal comma would change nothing: the token is cast as it is (same values, less work).
+    """
     if col == "cpu":
         t = tok.str.strip_chars().str.to_lowercase().str.strip_prefix("cpu")  # sadf -p: cpu0
         return pl.when(t == "all").then(-1).otherwise(t.cast(pl.Int32, strict=False)).cast(pl.Int32)
     if dtype == pl.String:
         return tok
     if dtype in (pl.Int64, pl.Int32):
-        return _int(tok, human).cast(dtype, strict=False)
-    v = _float(tok, human)
+        return _int(tok, human, plain).cast(dtype, strict=False)
+    v = _float(tok, human, plain)
     return v
 
 
 def extract(
-    rows: pl.DataFrame, sections: list[Section], human: bool = False
+    rows: pl.DataFrame, sections: list[Section], human: bool = False, plain: bool = False
 ) -> dict[str, pl.DataFrame]:
-    """Build every table that has rows; ``rows`` has ts, sid, tok (validated widths)."""
+    """Build every table that has rows; ``rows`` has ts, sid, tok (validated widths).
+    ``plain``: no token holds a blank or a comma (see `cast_value`)."""
     out: dict[str, pl.DataFrame] = {}
     by_table: dict[str, list[int]] = {}
     for i, s in enumerate(sections):
@@ -158,18 +166,23 @@ def extract(
         if sub.height == 0:
             continue
         if table == "sar_psi":
-            frame = _psi(sub, sections, sids, human)
+            frame = _psi(sub, sections, sids, human, plain)
         elif table == "sar_other":
-            frame = _other(sub, sections, sids, human)
+            frame = _other(sub, sections, sids, human, plain)
         else:
-            frame = _dedicated(sub, sections, sids, table, human)
+            frame = _dedicated(sub, sections, sids, table, human, plain)
         if frame.height:
             out[table] = frame
     return out
 
 
 def _dedicated(
-    sub: pl.DataFrame, sections: list[Section], sids: list[int], table: str, human: bool
+    sub: pl.DataFrame,
+    sections: list[Section],
+    sids: list[int],
+    table: str,
+    human: bool,
+    plain: bool = False,
 ) -> pl.DataFrame:
     cols = st.COLUMNS[table]
     idx: dict[str, list[object]] = {"sid": list(sids)}
@@ -184,14 +197,16 @@ def _dedicated(
     exprs = [pl.col("ts")]
     for col, spec in cols.items():
         tok = pl.col("tok").list.get(pl.col(f"_i_{col}"), null_on_oob=True)
-        v = cast_value(tok, spec[0], col, human)
+        v = cast_value(tok, spec[0], col, human, plain)
         if spec[0] == pl.Float64:
             v = v * pl.col(f"_k_{col}")
         exprs.append(v.alias(col))
     return j.select(exprs)
 
 
-def _psi(sub: pl.DataFrame, sections: list[Section], sids: list[int], human: bool) -> pl.DataFrame:
+def _psi(
+    sub: pl.DataFrame, sections: list[Section], sids: list[int], human: bool, plain: bool = False
+) -> pl.DataFrame:
     parts = []
     for s in sids:
         rows = sub.filter(pl.col("sid") == s)
@@ -203,7 +218,7 @@ def _psi(sub: pl.DataFrame, sections: list[Section], sids: list[int], human: boo
                     pl.lit(kind).alias("kind"),
                     *(
                         (
-                            _float(pl.col("tok").list.get(idx[c], null_on_oob=True), human)
+                            _float(pl.col("tok").list.get(idx[c], null_on_oob=True), human, plain)
                             if c in idx
                             else pl.lit(None, pl.Float64)
                         ).alias(c)
@@ -215,7 +230,7 @@ def _psi(sub: pl.DataFrame, sections: list[Section], sids: list[int], human: boo
 
 
 def _other(
-    sub: pl.DataFrame, sections: list[Section], sids: list[int], human: bool
+    sub: pl.DataFrame, sections: list[Section], sids: list[int], human: bool, plain: bool = False
 ) -> pl.DataFrame:
     parts = []
     for s in sids:
@@ -238,7 +253,7 @@ def _other(
             pl.col("tok").list.gather(idx, null_on_oob=True).alias("raw"),
             pl.lit([sec.names[i] for i in idx], pl.List(pl.String)).alias("metric"),
         ).explode("raw", "metric")
-        v = _float(pl.col("raw"), human)
+        v = _float(pl.col("raw"), human, plain)
         parts.append(
             long.select(
                 "ts",

@@ -51,7 +51,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer.parsers import _bpftrace_json, _bpftrace_text, base
+from analyzer.parsers import _blocks, _bpftrace_json, _bpftrace_text, base
 from analyzer.parsers._nvbpf_time import resolve_tz
 from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult
 
@@ -110,30 +110,57 @@ def sniff(head: str, name: str) -> float:
     return score
 
 
+def _json_mode(path: Path) -> bool:
+    """Whether the first line that is neither blank nor stderr noise starts with ``{``."""
+    for block in _blocks.Blocks(path, chunk_bytes=1 << 16):
+        first = block.lines.filter(
+            (pl.col("line").str.strip_chars() != "")
+            & ~pl.col("line").str.contains(_bpftrace_text.NOISE)
+        ).head(1)
+        if first.height:
+            return first.item(0, "line").startswith("{")
+    return False
+
+
 def parse(path: Path, ctx: ParseContext) -> ParseResult:
-    """Parse one bpftrace / bcc output file (see the module docstring)."""
+    """Parse one bpftrace / bcc output file (see the module docstring).
+
+    Text output is read in blocks that start at an empty line (`_bpftrace_text`); each
+    block's rows go to ``ctx.sink`` when there is one. JSON output is read whole.
+    """
     cov = Coverage()
-    df = base.read_lines(path).collect()
-    cov.total = df.height
-    if base.needs_utf8_repair(path):
-        cov.notes.append("file was not valid UTF-8: invalid bytes replaced")
     tz, tz_note = resolve_tz(ctx)
-    first = df.filter(
-        (pl.col("line").str.strip_chars() != "")
-        & ~pl.col("line").str.contains(_bpftrace_text.NOISE)
-    ).head(1)
-    json_mode = first.height == 1 and first.item(0, "line").startswith("{")
-    module = _bpftrace_json if json_mode else _bpftrace_text
-    hist, scalars = module.tokenize(df, ctx, tz, cov)
-    if tz_note and (
-        hist.get_column("ts").is_not_null().any() or scalars.get_column("ts").is_not_null().any()
-    ):
+    json_mode = _json_mode(path)
+    out = _blocks.Rows(ctx, TABLES)
+    placed = False
+    if json_mode:
+        df = base.read_lines(path).collect()
+        cov.total = df.height
+        if base.needs_utf8_repair(path):
+            cov.notes.append("file was not valid UTF-8: invalid bytes replaced")
+        hist, scalars = _bpftrace_json.tokenize(df, ctx, tz, cov)
+        out.put({"bpf_hist": hist, "bpf_scalar": scalars})
+        placed = _any_ts(hist, scalars)
+    else:
+        carry = _bpftrace_text.Carry()
+        blocks = _blocks.Blocks(path, _bpftrace_text.cut_before_blank, lookahead=2)
+        for block in blocks:
+            cov.total += block.lines.height
+            hist, scalars = _bpftrace_text.tokenize(block.lines, block.ahead, ctx, tz, cov, carry)
+            out.put({"bpf_hist": hist, "bpf_scalar": scalars})
+            placed = placed or _any_ts(hist, scalars)
+        if blocks.repaired:
+            cov.notes.append("file was not valid UTF-8: invalid bytes replaced")
+        _bpftrace_text.finish(carry, cov)
+    if tz_note and placed:
         cov.notes.append(tz_note)
+    empty = {name: pl.DataFrame() for name in TABLES}
     return ParseResult(
-        tables={
-            "bpf_hist": TABLES["bpf_hist"].conform(hist).collect(),
-            "bpf_scalar": TABLES["bpf_scalar"].conform(scalars).collect(),
-        },
+        tables=dict(out.tables(empty)),
         coverage=cov,
         meta={"format": "json" if json_mode else "text"},
     )
+
+
+def _any_ts(*frames: pl.DataFrame) -> bool:
+    return any(f.get_column("ts").is_not_null().any() for f in frames)

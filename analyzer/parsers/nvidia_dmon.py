@@ -30,13 +30,17 @@ Sample input (``nvidia-smi dmon -o DT -s pucm``)::
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base
-from analyzer.parsers._nvbpf_time import hms_seconds, local_to_utc, resolve_tz, time_of_day_to_ts
+from analyzer.parsers import _blocks, base
+from analyzer.parsers import _dmon_block as db
+from analyzer.parsers._nvbpf_time import DayCarry, hms_seconds, resolve_tz
 from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult
 
 F64, I64 = pl.Float64, pl.Int64
@@ -87,11 +91,6 @@ TABLES: dict[str, base.Table] = {
     ),
 }
 
-_HEADER_RE = r"^#.*\bgpu\b"
-_UNITS_RE = r"^#.*\bIdx\b"
-_DATA_RE = r"^\s*\d"
-_ERROR_RE = r"(?i)not supported on the device|failed to process command line|^(NVIDIA-SMI has failed|No devices were found|Unable to determine)"
-
 
 def sniff(head: str, name: str) -> float:
     """High when a ``# gpu ...`` names header is followed by a ``# Idx`` units line."""
@@ -107,161 +106,117 @@ def sniff(head: str, name: str) -> float:
     return 0.0
 
 
-def _tokens(expr: pl.Expr) -> pl.Expr:
-    return expr.str.extract_all(r"\S+")
+def _cut(buf: bytes, limit: int) -> int:
+    """Block cut: before the last names header (``#...gpu``) at or before ``limit``, so
+    that each header's rows stay in one block (``gpu_dmon_other`` keeps the order of a
+    whole-file parse); after the last whole line when no header is near the end."""
+    pos = limit
+    for _ in range(64):
+        at = buf.rfind(b"\n#", 0, pos)
+        if at < 0:
+            break
+        end = buf.find(b"\n", at + 1)
+        line = buf[at + 1 : end if end >= 0 else len(buf)]
+        if line.isascii() and _NAMES.search(line):
+            return at + 1
+        pos = at
+    return limit
+
+
+_NAMES = re.compile(rb"^#.*\bgpu\b")
 
 
 def parse(path: Path, ctx: ParseContext) -> ParseResult:
-    """Parse one dmon output file (see the module docstring)."""
+    """Parse one dmon output file (see the module docstring), block by block: each
+    block's rows go to ``ctx.sink`` when there is one."""
     cov = Coverage()
-    df = base.read_lines(path).collect()
-    cov.total = df.height
-    if base.needs_utf8_repair(path):
-        cov.notes.append("file was not valid UTF-8: invalid bytes replaced")
-    line = pl.col("line")
-    df = df.with_columns(
-        kind=pl.when(line.str.strip_chars() == "")
-        .then(pl.lit("blank"))
-        .when(line.str.contains(_HEADER_RE))
-        .then(pl.lit("names"))
-        .when(line.str.contains(_UNITS_RE))
-        .then(pl.lit("units"))
-        .when(line.str.contains(_DATA_RE))
-        .then(pl.lit("data"))
-        .when(line.str.contains(_ERROR_RE))
-        .then(pl.lit("error"))
-        .when(line.str.starts_with("#"))
-        .then(pl.lit("comment"))
-        .otherwise(pl.lit("other"))
-    ).with_columns(
-        header=pl.when(pl.col("kind") == "names").then(pl.col("line_no")).forward_fill(),
-        units=pl.when(pl.col("kind") == "units").then(pl.col("line_no")).forward_fill(),
-    )
-    counts = dict(df.group_by("kind").len().iter_rows())
-    if counts.get("names", 0) == 0 and counts.get("error", 0) == 0 and counts.get("data", 0) > 0:
+    tz, tz_note = resolve_tz(ctx)
+    carry = db.Carry()
+    kinds: Counter[str] = Counter()
+    notes: set[str] = set()
+    placed = False
+    out = _blocks.Rows(ctx, TABLES)
+    blocks = _blocks.Blocks(path, _cut)
+    for block in blocks:
+        cov.total += block.lines.height
+        dmon, other = _block(block, ctx, tz, cov, carry, kinds, notes)
+        out.put({"gpu_dmon": dmon} | ({"gpu_dmon_other": other} if other is not None else {}))
+        placed = placed or dmon.get_column("ts").is_not_null().any()
+    if kinds["names"] == 0 and kinds["error"] == 0 and kinds["data"] > 0:
         raise ParseError(f"{path.name}: no '# gpu' header line: not nvidia-smi dmon output")
-    cov.add_structure("blank", counts.get("blank", 0))
-    cov.add_structure("header", counts.get("names", 0) + counts.get("units", 0))
-    cov.add_skipped("nvidia-smi error message (no data)", counts.get("error", 0))
-    cov.add_skipped("comment or shell prompt, not dmon output", counts.get("comment", 0))
-    cov.add_skipped("unrecognized line", counts.get("other", 0))
+    if blocks.repaired:
+        cov.notes.append("file was not valid UTF-8: invalid bytes replaced")
+    cov.add_structure("blank", kinds["blank"])
+    cov.add_structure("header", kinds["names"] + kinds["units"])
+    cov.add_skipped("nvidia-smi error message (no data)", kinds["error"])
+    cov.add_skipped("comment or shell prompt, not dmon output", kinds["comment"])
+    cov.add_skipped("unrecognized line", kinds["other"])
+    if placed and tz_note:
+        cov.notes.append(tz_note)
+    cov.notes.extend(sorted(notes))
+    empty = {"gpu_dmon": pl.DataFrame(schema=TABLES["gpu_dmon"].schema)}
+    return ParseResult(tables=dict(out.tables(empty)), coverage=cov, meta={})
 
-    data = df.filter(pl.col("kind") == "data")
+
+def _block(
+    block: _blocks.Block,
+    ctx: ParseContext,
+    tz: str,
+    cov: Coverage,
+    carry: db.Carry,
+    kinds: Counter[str],
+    notes: set[str],
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """One block -> (gpu_dmon rows, gpu_dmon_other rows or None when no header group of
+    the block has unknown metrics); counts kinds and skipped rows, collects ts notes."""
+    df = db.classify(block.lines)
+    kinds.update(dict(df.group_by("kind").len().iter_rows()))
+    data = db.headed(df, carry)
     cov.add_skipped("data row before any header", data.filter(pl.col("header").is_null()).height)
     data = data.filter(pl.col("header").is_not_null())
-    tz, tz_note = resolve_tz(ctx)
-    frames, others, ts_notes = [], [], set()
-    text = dict(
-        df.filter(pl.col("kind").is_in(["names", "units"])).select("line_no", "line").iter_rows()
-    )
-    # dmon repeats its header every few rows: group by the header's text, not its line, so
-    # a 24 h file is one group per layout instead of one per repetition.
-    data = data.with_columns(
-        _ht=pl.col("header").replace_strict(text, default=None, return_dtype=pl.String),
-        _ut=pl.col("units").replace_strict(text, default=None, return_dtype=pl.String),
-    )
+    fast = db.layout(block.data, block.lines.height) if data.height else None
+    first_line = block.lines.get_column("line_no")[0] if block.lines.height else 0
+    frames, others = [], []
     for (htext, utext), grp in data.group_by(["_ht", "_ut"], maintain_order=True):
         names = str(htext).lstrip("#").split()
         unit_list = str(utext).lstrip("#").split() if utext is not None else []
         if len(unit_list) != len(names):
             unit_list = [""] * len(names)
-        grp = grp.with_columns(tok=_tokens(line))
-        ok = grp.filter(pl.col("tok").list.len() == len(names))
-        cov.add_skipped("column count differs from header", grp.height - ok.height)
-        fields = ok.select(
-            "line_no",
-            "header",
-            *(pl.col("tok").list.get(i).alias(f"c{i}") for i in range(len(names))),
-        )
-        frame, other, note = _typed(fields, names, unit_list, ctx, tz)
+        parts, rest = [], grp
+        if fast is not None:
+            idx = (grp.get_column("line_no").to_numpy() - first_line).astype(np.int64)
+            schema = db.column_types(names, _METRICS)
+            typed, kept = db.fast_rows(fast, grp, idx, len(names), schema)
+            if kept.size:
+                at = np.searchsorted(idx, kept)
+                typed = typed.with_columns(
+                    line_no=grp.get_column("line_no").gather(at),
+                    header=grp.get_column("header").gather(at),
+                )
+                parts.append(db.values(typed, names, _METRICS, typed=True))
+                rest = grp.filter(~pl.Series(np.isin(idx, kept)))
+        fields, bad = db.slow_fields(rest, len(names))
+        cov.add_skipped("column count differs from header", bad)
+        parts.append(db.values(fields, names, _METRICS, typed=False))
+        vals = pl.concat(parts).sort("line_no") if len(parts) > 1 else parts[0]
+        day = carry.days.setdefault((str(htext), utext), DayCarry())
+        ts, src, note = db.times(names, ctx, tz, day)
+        vals = vals.with_columns(ts.alias("ts"), src.alias("ts_source"))
+        if "_time" in vals.columns and "_date" not in vals.columns:
+            day.advance(vals.select(hms_seconds(pl.col("_time"))).to_series())
         if note:
-            ts_notes.add(note)
-        cov.parsed += frame.height
-        frames.append(frame)
+            notes.add(note)
+        cov.parsed += vals.height
+        frames.append(vals)
+        other = db.others(vals, names, unit_list)
         if other is not None:
             others.append(other)
-    if frames and tz_note and any(f.get_column("ts").is_not_null().any() for f in frames):
-        cov.notes.append(tz_note)
-    cov.notes.extend(sorted(ts_notes))
     dmon = (
         pl.concat(frames, how="diagonal_relaxed").sort("line_no", maintain_order=True)
         if frames
         else pl.DataFrame(schema=TABLES["gpu_dmon"].schema)
     )
-    tables: dict[str, pl.DataFrame | pl.LazyFrame] = {
-        "gpu_dmon": TABLES["gpu_dmon"].conform(dmon).collect()
-    }
+    other = None
     if others:  # in the order of header blocks, then metric, then line
         other = pl.concat(others).sort(["_hdr", "_metric", "_line"], maintain_order=True)
-        tables["gpu_dmon_other"] = TABLES["gpu_dmon_other"].conform(other).collect()
-    return ParseResult(tables=tables, coverage=cov, meta={})
-
-
-def _typed(
-    fields: pl.DataFrame, names: list[str], units: list[str], ctx: ParseContext, tz: str
-) -> tuple[pl.DataFrame, pl.DataFrame | None, str | None]:
-    """One header block of string fields -> typed gpu_dmon frame (+ unknown metrics)."""
-    col = {n.lower(): f"c{i}" for i, n in enumerate(names)}
-    date_c, time_c = col.get("date"), col.get("time")
-    note = None
-    if date_c and time_c:
-        naive = pl.concat_str(pl.col(date_c), pl.col(time_c), separator=" ").str.strptime(
-            pl.Datetime("us"), "%Y%m%d %H:%M:%S", strict=False
-        )
-        ts, src = local_to_utc(naive, tz), pl.lit("printed")
-    elif time_c:
-        ts = time_of_day_to_ts(hms_seconds(pl.col(time_c)), ctx, tz)
-        src = pl.lit("derived-date")
-        if ts is None:
-            ts, src = pl.lit(None, TS), pl.lit(None, pl.String)
-            note = "dmon printed time without date (-o T) and no capture start: ts is NULL"
-        else:
-            note = "dmon printed time without date (-o T): date taken from capture start"
-    else:
-        ts, src = pl.lit(None, TS), pl.lit(None, pl.String)
-        note = "dmon output has no Date/Time columns (no -o DT): ts is NULL"
-    exprs = [
-        pl.col("line_no"),
-        ts.alias("ts"),
-        src.alias("ts_source"),
-        pl.col(col["gpu"]).cast(pl.Int32, strict=False).alias("gpu")
-        if "gpu" in col
-        else pl.lit(None, pl.Int32).alias("gpu"),
-    ]
-    unknown = []
-    done: set[str] = set()
-    for i, name in enumerate(names):
-        key = name.lower()
-        if key in ("date", "time", "gpu"):
-            continue
-        raw = pl.col(f"c{i}")
-        if key in _METRICS and _METRICS[key][0] not in done:  # a mangled header may repeat one
-            done.add(_METRICS[key][0])
-            target, dtype = _METRICS[key][0], _METRICS[key][1]
-            if dtype == pl.Boolean:
-                exprs.append((base.decimal_number(raw) != 0).alias(target))
-            elif dtype == I64:
-                exprs.append(base.int_number(raw).alias(target))
-            else:
-                exprs.append(base.decimal_number(raw).alias(target))
-        else:
-            unknown.append((i, name))
-    typed = fields.select(exprs)
-    other = None
-    if unknown:
-        other = pl.concat(
-            fields.select(
-                ts.alias("ts"),
-                pl.col(col["gpu"]).cast(pl.Int32, strict=False).alias("gpu")
-                if "gpu" in col
-                else pl.lit(None, pl.Int32).alias("gpu"),
-                pl.lit(name).alias("metric"),
-                pl.lit(units[i]).alias("unit"),
-                base.decimal_number(pl.col(f"c{i}")).alias("value"),
-                pl.col("header").alias("_hdr"),
-                pl.lit(n).alias("_metric"),
-                pl.col("line_no").alias("_line"),
-            )
-            for n, (i, name) in enumerate(unknown)
-        )
-    return typed, other, note
+    return dmon, other

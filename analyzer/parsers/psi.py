@@ -38,12 +38,14 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import polars as pl
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base
+from analyzer.parsers import _blocks, base
 
 TABLES: dict[str, base.Table] = {
     "psi": base.table(
@@ -100,10 +102,9 @@ def sniff(head: str, name: str) -> float:
     return 0.0
 
 
-def _raw_origin(
-    ctx: base.ParseContext, path: Path, notes: list[str]
-) -> tuple[str | None, str | None]:
-    """(source, resource) of lines without a sampler prefix, from the command or file name."""
+def _raw_origin(ctx: base.ParseContext, path: Path) -> tuple[str | None, str | None, str | None]:
+    """(source, resource, note) of lines without a sampler prefix, from the command or the
+    file name."""
     try:
         words = shlex.split(ctx.command or "")
     except ValueError:
@@ -113,17 +114,16 @@ def _raw_origin(
             p = PurePosixPath(w)
             resource = p.name.removesuffix(".pressure")
             source = "system" if w.startswith("/proc/pressure/") else str(p.parent)
-            return source, resource
+            return source, resource, None
     name = PurePosixPath(ctx.file_name or path.name).name
     m = _NAME.search(name)
     if m is None:
-        notes.append(f"raw PSI lines: resource not in the file name {name!r}: resource NULL")
-        return None, None
+        return None, None, f"raw PSI lines: resource not in the file name {name!r}: resource NULL"
     if m.group(2):
-        notes.append("raw cgroup *.pressure lines: cgroup directory unknown, source NULL")
-        return None, m.group(1)
-    notes.append(f"raw PSI lines: source 'system' and resource {m.group(1)!r} from the file name")
-    return "system", m.group(1)
+        note = "raw cgroup *.pressure lines: cgroup directory unknown, source NULL"
+        return None, m.group(1), note
+    note = f"raw PSI lines: source 'system' and resource {m.group(1)!r} from the file name"
+    return "system", m.group(1), note
 
 
 def _last_line(path: Path, limit: int = 4096) -> str:
@@ -145,10 +145,12 @@ def _ends_with_newline(path: Path) -> bool:
         return f.read(1) == b"\n"
 
 
-def _tokenize(path: Path, ends_nl: bool) -> pl.DataFrame:
+def _tokenize(lines: pl.DataFrame, cut_last: bool) -> pl.DataFrame:
+    """``line_no``, the PSI fields, ``total``, ``aggr`` and ``what`` (the line's kind) of
+    one block; ``cut_last``: its last line is a sampler line cut short (no newline)."""
     line = pl.col("line")
     # stage 1: the common PSI line; the other layouts are tried only on what is left
-    lf = base.read_lines(path).with_columns(line.str.extract_groups(_PSI).alias("g"))
+    lf = lines.lazy().with_columns(line.str.extract_groups(_PSI).alias("g"))
     g = pl.col("g")
     lf = lf.with_columns(pl.when(g.struct.field("kind").is_null()).then(line).alias("rest"))
     rest = pl.col("rest")
@@ -179,11 +181,10 @@ def _tokenize(path: Path, ends_nl: bool) -> pl.DataFrame:
         "aggr",
         what.alias("what"),
     )
-    # a sampler line without its newline was cut while being written
-    if not ends_nl and re.match(_SAMPLER, _last_line(path)):
+    if cut_last:  # a sampler line without its newline was cut while being written
         cut = pl.col("line_no") == pl.col("line_no").max()
         lf = lf.with_columns(pl.when(cut).then(pl.lit("truncated")).otherwise("what").alias("what"))
-    return lf.collect(engine="streaming")
+    return lf.collect()
 
 
 def _epoch_us(expr: pl.Expr) -> pl.Expr:
@@ -207,36 +208,64 @@ def _path_origin(rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
-    """Parse one PSI file (raw, sampler or legacy layout) into table ``psi``."""
-    cov = base.Coverage()
-    notes = cov.notes
-    if base.needs_utf8_repair(path):
-        notes.append("file is not valid UTF-8: invalid bytes replaced")
-    df = _tokenize(path, _ends_with_newline(path))
-    cov.total = df.height
-    counts = dict(df.group_by("what").len().iter_rows())
-    cov.add_structure("blank", counts.get("blank", 0))
-    cov.add_structure("legacy aggr line (value in meta)", counts.get("aggr", 0))
-    cov.add_structure("legacy padding row (0 0 0)", counts.get("pad", 0))
-    cov.add_skipped("sampler line without PSI content", counts.get("sampler_other", 0))
-    cov.add_skipped("unrecognized line", counts.get("other", 0))
-    cov.add_skipped("truncated last line (no trailing newline)", counts.get("truncated", 0))
-    n_rows = counts.get("psi", 0) + counts.get("legacy", 0)
-    if n_rows == 0 and counts.get("other", 0) > 0:
-        raise ParseError(f"{ctx.file_name or path.name}: no PSI line")
+@dataclass
+class _Carry:
+    """What one block hands to the next."""
 
-    rows = df.filter(pl.col("what").is_in(["psi", "legacy"]))
-    raw_source: str | None = None
-    raw_resource: str | None = None
-    if rows["path"].null_count():
-        raw_source, raw_resource = _raw_origin(ctx, path, notes)
+    last: pl.DataFrame | None = None  # last sample per path/kind: total_us, ts
+    raw: tuple[str | None, str | None, str | None] | None = None  # _raw_origin, once needed
+    legacy: bool = False
+    aggr: list[int] = field(default_factory=list)
+
+
+def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
+    """Parse one PSI file (raw, sampler or legacy layout) into table ``psi``, block by
+    block: each block's rows go to ``ctx.sink`` when there is one."""
+    cov = base.Coverage()
+    cut_end = not _ends_with_newline(path) and re.match(_SAMPLER, _last_line(path)) is not None
+    counts: Counter[str] = Counter()
+    carry = _Carry()
+    out = _blocks.Rows(ctx, TABLES)
+    blocks = _blocks.Blocks(path)
+    for block in blocks:
+        df = _tokenize(block.lines, cut_end and block.last)
+        cov.total += df.height
+        counts.update(dict(df.group_by("what").len().iter_rows()))
+        typed = _rows(df, ctx, path, carry)
+        cov.parsed += typed.height
+        out.put({"psi": typed} if typed.height else {})
+    cov.add_structure("blank", counts["blank"])
+    cov.add_structure("legacy aggr line (value in meta)", counts["aggr"])
+    cov.add_structure("legacy padding row (0 0 0)", counts["pad"])
+    cov.add_skipped("sampler line without PSI content", counts["sampler_other"])
+    cov.add_skipped("unrecognized line", counts["other"])
+    cov.add_skipped("truncated last line (no trailing newline)", counts["truncated"])
+    if counts["psi"] + counts["legacy"] == 0 and counts["other"] > 0:
+        raise ParseError(f"{ctx.file_name or path.name}: no PSI line")
+    notes = ["file is not valid UTF-8: invalid bytes replaced"] if blocks.repaired else []
+    if carry.raw is not None:
+        notes += [carry.raw[2]] if carry.raw[2] else []
         notes.append("raw PSI snapshot lines carry no time: ts NULL, stall_pct NULL")
-    if counts.get("legacy", 0):
+    if carry.legacy:
         notes.append(
             "legacy pre-upstream PSI layout: bare numbers read as avg10/avg60/avg300, total NULL"
         )
+    cov.notes[:] = list(dict.fromkeys(notes))
+    meta: dict[str, object] = {"legacy_aggr": carry.aggr} if carry.aggr else {}
+    return base.ParseResult(tables=dict(out.tables()), coverage=cov, meta=meta)
 
+
+def _rows(df: pl.DataFrame, ctx: base.ParseContext, path: Path, carry: _Carry) -> pl.DataFrame:
+    """The typed ``psi`` rows of one tokenized block (``stall_pct`` continues from the last
+    sample of each path/kind in earlier blocks); updates ``carry``."""
+    if len(carry.aggr) < 16:
+        aggr = df.filter(pl.col("what") == "aggr")["aggr"].cast(pl.Int64, strict=False)
+        carry.aggr += aggr.drop_nulls().head(16 - len(carry.aggr)).to_list()
+    rows = df.filter(pl.col("what").is_in(["psi", "legacy"]))
+    carry.legacy = carry.legacy or bool((df.get_column("what") == "legacy").any())
+    if rows["path"].null_count() and carry.raw is None:
+        carry.raw = _raw_origin(ctx, path)
+    raw_source, raw_resource = carry.raw[:2] if carry.raw else (None, None)
     rows = rows.join(_path_origin(rows), on="path", how="left", maintain_order="left")
     source = pl.coalesce("p_source", pl.lit(raw_source, dtype=pl.String))
     resource = pl.coalesce("p_resource", pl.lit(raw_resource, dtype=pl.String))
@@ -252,18 +281,25 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
         pl.col("a300").cast(pl.Float64, strict=False).alias("avg300_pct"),
         pl.col("total").cast(pl.Int64, strict=False).alias("total_us"),
     )
-    key = ["path", "kind"]  # same grouping as source/resource/kind, cheaper
+    return _stall(typed, carry)
+
+
+def _stall(typed: pl.DataFrame, carry: _Carry) -> pl.DataFrame:
+    """``stall_pct`` from the previous sample of the same path/kind (same grouping as
+    source/resource/kind, cheaper), the one of an earlier block included."""
+    key = ["path", "kind"]
+    mark = pl.lit(False).alias("_prev")
+    both = typed.with_columns(mark)
+    if carry.last is not None:
+        both = pl.concat(
+            [carry.last.with_columns(pl.lit(True).alias("_prev")), both], how="diagonal"
+        )
     d_total = pl.col("total_us") - pl.col("total_us").shift(1).over(key)
     d_t = (pl.col("ts") - pl.col("ts").shift(1).over(key)).dt.total_microseconds()
     stall = pl.when((d_total >= 0) & (d_t > 0)).then(100.0 * d_total / d_t)
-    typed = typed.with_columns(stall.alias("stall_pct"))
-    cov.parsed = typed.height
-    meta: dict[str, object] = {}
-    aggr = df.filter(pl.col("what") == "aggr")["aggr"].cast(pl.Int64, strict=False).drop_nulls()
-    if aggr.len():
-        meta["legacy_aggr"] = aggr.to_list()[:16]
-    tables: dict[str, pl.DataFrame | pl.LazyFrame] = {}
-    if typed.height:
-        tables["psi"] = TABLES["psi"].conform(typed).collect()
-    cov.notes[:] = list(dict.fromkeys(notes))
-    return base.ParseResult(tables=tables, coverage=cov, meta=meta)
+    both = both.with_columns(stall.alias("stall_pct"))
+    if both.height:
+        carry.last = both.group_by(key, maintain_order=True).agg(
+            pl.col("total_us").last(), pl.col("ts").last()
+        )
+    return both.filter(~pl.col("_prev")).drop("_prev")

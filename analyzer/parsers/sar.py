@@ -44,23 +44,18 @@ Sample input (``sar -u -q 1 2``, sysstat 12.6.1, C locale)::
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from collections import Counter
 from pathlib import Path
 
 import polars as pl
 
-from analyzer.parsers import _sar_extract as sx
+from analyzer.parsers import _blocks, base
+from analyzer.parsers import _sar_blocks as sb
 from analyzer.parsers import _sar_tables as st
 from analyzer.parsers import _sysstat as ss
-from analyzer.parsers import base
 
 TABLES: dict[str, base.Table] = st.TABLES
 
-_ANSI = r"\x1b\[[0-9;]*[A-Za-z]"
-_TIME = r"^(\d{1,2}:\d{2}:\d{2}(?:\s?[AaPp]\.?[Mm]\.?)?)(?:\s|$)"
-_NUM_TOKEN = r"(^|\s)[-+]?\d+(?:[.,]\d+)?[BkKMGTPE%]?(\s|$)"
-_BANNER_LOOSE = r"^Linux \S+ \([^)]*\)\s+\S+"
-_AVG_LABELS = r"^(Average|Summary|Durchschn\.|Moyenne|Media|Promedio|Gemiddeld|Среднее)\s?:"
 _SAR_NAMES = re.compile(
     r"runq-sz|kbmemfree|pgpgin/s|IFACE\s+rx(pck|err)/s|proc/s|pswpin/s|bread/s|%scpu-10|"
     r"kbswpfree|kbhugfree|dentunusd|totsck|CPU\s+%user\s+%nice\s+%system|"
@@ -72,7 +67,7 @@ _SAR_NAMES = re.compile(
 def sniff(head: str, name: str) -> float:
     """sar text: a sysstat banner plus a header naming sar-only columns."""
     lines = head.splitlines()[:200]
-    banner = any(re.match(ss.BANNER_PL, ln) or re.match(_BANNER_LOOSE, ln) for ln in lines[:5])
+    banner = any(re.match(ss.BANNER_PL, ln) or re.match(sb.BANNER_LOOSE, ln) for ln in lines[:5])
     timed_hdr = any(
         re.match(r"^\d{1,2}:\d{2}:\d{2}(\s?[AP]M)?\s", ln) and _SAR_NAMES.search(ln.rstrip())
         for ln in lines
@@ -84,64 +79,56 @@ def sniff(head: str, name: str) -> float:
     return 0.0
 
 
-def _seconds_of_day(t: pl.Expr) -> pl.Expr:
-    """``HH:MM:SS`` [``AM``/``PM``] -> seconds of day (cheaper than one regex per field)."""
-    p = t.str.split_exact(":", 2)
-    h = p.struct.field("field_0").cast(pl.Int32, strict=False)
-    m = p.struct.field("field_1").cast(pl.Int32, strict=False)
-    sec = p.struct.field("field_2").str.slice(0, 2).cast(pl.Int32, strict=False)
-    pm, am = t.str.contains("[Pp]"), t.str.contains("[Aa]")
-    h24 = pl.when(pm & (h < 12)).then(h + 12).when(am & (h == 12)).then(0).otherwise(h)
-    ok = (h24 < 24) & (m < 60) & (sec < 61) & ~((pm | am) & (h > 12))
-    return pl.when(ok).then(h24 * 3600 + m * 60 + sec).cast(pl.Int32)
+_CLASS = bytes(
+    ord("d")
+    if chr(b).isdigit() and b < 128
+    else ord("s")
+    if chr(b) in "BkKMGTPE%"
+    else ord("w")
+    if chr(b) in " \t\n\r\x0b\x0c"
+    else ord("x")
+    for b in range(256)
+)
 
 
-def _classify(lf: pl.LazyFrame) -> pl.LazyFrame:
-    # staged with_columns: each regex runs once (a when/then chain would re-run them)
-    lf = lf.with_columns(pl.col("line").str.replace_all(_ANSI, "")).with_columns(
-        pl.col("line").str.extract(_TIME).alias("_t")
-    )
-    lf = lf.with_columns(
-        pl.col("line").str.slice(pl.col("_t").str.len_chars()).str.strip_chars().alias("rest"),
-        _seconds_of_day(pl.col("_t")).alias("sec"),
-    ).with_columns(pl.when(pl.col("rest") != "").then(pl.col("rest")).alias("rest"))
-    line, rest = pl.col("line"), pl.col("rest")
-    lf = lf.with_columns(
-        (line.str.strip_chars() == "").alias("_blank"),
-        (line.str.contains(ss.BANNER_PL) | line.str.contains(_BANNER_LOOSE)).alias("_banner"),
-        (
-            line.str.contains(_AVG_LABELS)
-            | (line.str.contains(ss.AVERAGE_RE) & line.str.contains(_NUM_TOKEN))
-        ).alias("_avg"),
-        rest.str.contains(_NUM_TOKEN).fill_null(False).alias("_num"),
-    )
-    kind = (
-        pl.when(pl.col("_blank"))
-        .then(pl.lit("blank"))
-        .when(pl.col("_banner"))
-        .then(pl.lit("banner"))
-        .when(pl.col("_avg"))
-        .then(pl.lit("average"))
-        .when(rest.is_null() | pl.col("sec").is_null())
-        .then(pl.lit("garbage"))
-        .when(rest.str.starts_with("LINUX RESTART"))
-        .then(pl.lit("restart"))
-        .when(rest.str.starts_with("COM "))
-        .then(pl.lit("comment"))
-        .when(~pl.col("_num"))
-        .then(pl.lit("header"))
-        .otherwise(pl.lit("data"))
-    )
-    return lf.select("line_no", kind.alias("kind"), "sec", "rest")
+def _may_be_human(path: Path, chunk: int = 8 << 20) -> bool:
+    """False when no line can hold a ``--human`` value: no ASCII digit followed by a suffix
+    and a blank or the line end anywhere in the bytes (one ``translate`` and one substring
+    search per chunk, no line split). Bytes that the line reading would change (colour
+    codes, NUL) or that are not ASCII (Unicode digits and blanks) make it answer True."""
+    tail = b""
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            data = tail + block
+            if not data.isascii() or b"\x1b" in data or b"\x00" in data:
+                return True
+            kinds = data.translate(_CLASS)
+            if b"dsw" in kinds:
+                return True
+            tail = data[-2:]
+    return tail.translate(_CLASS) == b"ds"  # a suffix at the very end of the file
+
+
+def _human(path: Path) -> bool:
+    """Whether a data row of the file has a ``--human`` suffix (``4.3M``, ``20.4%``): then
+    every value is read as a human number. When the bytes allow it (`_may_be_human`), the
+    data rows are found exactly: a pass that classifies the file and follows its sections
+    as `parse` does."""
+    if not _may_be_human(path):
+        return False
+    stream, cov = sb.Stream(day0=None, zone=None, human=False), base.Coverage()
+    for block in _blocks.Blocks(path):
+        df = stream.headers(sb.classify(block.lines, b"\x1b" not in block.data))
+        good = stream.good_rows(df.filter(pl.col("kind") == "data"), cov)
+        if good.get_column("rest").str.contains(sb.HUMAN).any():
+            return True
+    return False
 
 
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
-    """Parse one sar text file (see the module docstring)."""
+    """Parse one sar text file (see the module docstring), block by block: each block's
+    rows go to ``ctx.sink`` when there is one."""
     cov = base.Coverage()
-    if base.needs_utf8_repair(path):
-        cov.notes.append("file is not valid UTF-8: invalid bytes replaced")
-    df = _classify(base.read_lines(path)).collect(engine="streaming")
-    cov.total = df.height
     head = base.read_head(path)
     banner = next(
         (
@@ -151,90 +138,25 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
         ),
         None,
     )
-    counts = dict(df.group_by("kind").len().iter_rows())
-    for k in ("banner", "blank", "header", "average"):
-        cov.add_structure(k, counts.get(k, 0))
-    cov.add_skipped("unrecognized line (not sar output)", counts.get("garbage", 0))
-
-    # sections: one per distinct header text
-    hdr_texts = df.filter(pl.col("kind") == "header")["rest"].unique(maintain_order=True).to_list()
-    sections = [sx.make_section(h.split()) for h in hdr_texts]
-    hmap = pl.DataFrame(
-        {
-            "hdr": hdr_texts,
-            "sid": list(range(len(hdr_texts))),
-            "width": [s.width for s in sections],
-        },
-        schema={"hdr": pl.String, "sid": pl.Int32, "width": pl.Int32},
-    )
-    df = df.with_columns(
-        pl.when(pl.col("kind") == "header")
-        .then(pl.col("rest"))
-        .when(pl.col("kind") == "average")
-        .then(pl.lit(""))  # a section ends with its Average block
-        .otherwise(None)
-        .forward_fill()
-        .alias("hdr"),
-        (pl.col("kind") == "average").cum_sum().alias("seg"),
-    )
-    timed = df.filter(pl.col("kind").is_in(["data", "restart", "comment"]))
-    day = (
-        (pl.col("sec") < pl.col("sec").shift(1).over("seg"))
-        .fill_null(False)
-        .cast(pl.Int32)
-        .cum_sum()
-        .over("seg")
-    )
-    timed = timed.with_columns(day.alias("day"))
     zone = ss.tz_for(ctx, cov)
-    if banner is None or banner.date is None:
+    day0 = banner.date if banner is not None else None
+    if day0 is None:
         cov.notes.append("no sysstat banner with a date: ts is NULL")
-        ts = pl.lit(None, base.TS)
-    else:
-        naive = pl.lit(datetime.combine(banner.date, datetime.min.time())) + pl.duration(
-            seconds=pl.col("sec") + pl.col("day") * 86400
-        )
-        ts = ss.local_to_utc(naive, zone)
-    timed = timed.with_columns(ts.alias("ts"))
-
-    # events
-    ev = timed.filter(pl.col("kind").is_in(["restart", "comment"]))
-    tables: dict[str, pl.DataFrame] = {}
-    if ev.height:
-        cov.parsed += ev.height
-        tables["sar_events"] = ev.select(
-            "ts",
-            pl.when(pl.col("kind") == "restart")
-            .then(pl.lit("restart"))
-            .otherwise(pl.lit("comment"))
-            .alias("event"),
-            pl.when(pl.col("kind") == "restart")
-            .then(pl.col("rest").str.strip_prefix("LINUX RESTART").str.strip_chars())
-            .otherwise(pl.col("rest").str.strip_prefix("COM "))
-            .alias("detail"),
-            pl.when(pl.col("kind") == "restart")
-            .then(pl.col("rest").str.extract(r"\((\d+) CPU\)").cast(pl.Int32, strict=False))
-            .alias("cpus"),
-        ).unique(maintain_order=True)
-
-    data = (
-        timed.filter(pl.col("kind") == "data")
-        .join(hmap, on="hdr", how="left")
-        .with_columns(ss.tokens(pl.col("rest")).alias("tok"))
-    )
-    data = data.with_columns(sx.text_tail(sections))
-    no_hdr = data["sid"].is_null()
-    bad_width = ~no_hdr & (data["tok"].list.len() != data["width"])
-    cov.add_skipped("data row without a section header", int(no_hdr.sum()))
-    cov.add_skipped("field count differs from its section header", int(bad_width.sum()))
-    good = data.filter(~no_hdr & ~bad_width)
-    cov.parsed += good.height
-    human = bool(good["rest"].str.contains(r"\d[BkKMGTPE%](\s|$)").any())  # sar --human
-    for table, frame in sx.extract(good.select("ts", "sid", "tok"), sections, human).items():
-        tables[table] = TABLES[table].conform(frame).collect()
-    if "sar_events" in tables:
-        tables["sar_events"] = TABLES["sar_events"].conform(tables["sar_events"]).collect()
+    stream = sb.Stream(day0=day0, zone=zone, human=_human(path))
+    counts: Counter[str] = Counter()
+    out = _blocks.Rows(ctx, TABLES)
+    blocks = _blocks.Blocks(path)
+    for block in blocks:
+        df = sb.classify(block.lines, b"\x1b" not in block.data)
+        cov.total += df.height
+        counts.update(dict(df.group_by("kind").len().iter_rows()))
+        out.put(stream.block(df, cov, b"," not in block.data))
+    for k in ("banner", "blank", "header", "average"):
+        cov.add_structure(k, counts[k])
+    cov.add_skipped("unrecognized line (not sar output)", counts["garbage"])
+    if blocks.repaired:
+        cov.notes.insert(0, "file is not valid UTF-8: invalid bytes replaced")
     meta: dict[str, object] = {"tool": "sar"}
     if banner is not None:
         meta.update(banner.meta())
-    return base.ParseResult(tables=tables, coverage=cov, meta=meta)
+    return base.ParseResult(tables=dict(out.tables()), coverage=cov, meta=meta)

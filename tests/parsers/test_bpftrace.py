@@ -20,6 +20,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from blockwise import assert_same_as_one_block
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -327,3 +328,115 @@ def test_mutated_input_never_crashes(tmp_path: Path, seed: int, name: str, mode:
     except ParseError:
         return
     res.coverage.check()
+
+
+# --- reading in blocks (analyzer/parsers/_blocks.py) ---------------------------------
+
+
+def _midnight_text() -> str:
+    """Histograms every 2 s across midnight, map values, stats, a stack key, bcc-free."""
+    out = ["Attaching 3 probes..."]
+    for i in range(40):
+        s = (23 * 3600 + 59 * 60 + 30 + 2 * i) % 86400
+        out.append(f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}")
+        out.append("@usecs[sda]:")
+        for lo in (0, 1, 2, 4, 8, 1024):
+            hi = lo + 1 if lo < 2 else lo * 2
+            lab = (
+                f"[{lo}]"
+                if lo < 2
+                else f"[{lo if lo < 1024 else '1K'}, {hi if hi < 1024 else '2K'})"
+            )
+            count = (i * 37 + lo) % 900
+            out.append(f"{lab:<16} {count:>8} |{'@' * (count // 20):<52}|")
+        out += ["", f"@calls[read]: {i}", "@s: count 10, average 5, total 50"]
+        out += ["@[", "    func_a+12", "    func_b+4", "]: 3", ""]
+        if i % 7 == 6:  # two blank lines: the timestamp stops applying (bpftrace's exit dump)
+            out += ["", "", "@usecs[exit]:", f"[1]{' ' * 20}1 |{'@' * 52}|", ""]
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("i,path", list(enumerate(ALL)), ids=[p.name for p in ALL])
+def test_blocks_of_any_size_give_the_one_block_result(
+    i: int, path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chunk = max((400, 1500, 6000)[i % 3], path.stat().st_size // 8)  # at least ~8 blocks
+    assert_same_as_one_block(
+        bpftrace, path, (chunk,), monkeypatch, ("bpf_scalar",), tz="UTC", capture_start=START
+    )
+
+
+@pytest.mark.parametrize("variant", ["plain", "crlf", "nul", "bad-utf8", "no-final-newline"])
+def test_blocks_carry_timestamps_stacks_and_midnight_across_cuts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: str
+) -> None:
+    data = _midnight_text().encode()
+    data = {
+        "plain": data,
+        "crlf": data.replace(b"\n", b"\r\n"),
+        "nul": data.replace(b"func_a", b"func\x00_a").replace(b"[4, 8)", b"[4,\x00 8)"),
+        "bad-utf8": data.replace(b"@calls[read]", b"@calls[r\xffd]"),
+        "no-final-newline": data.rstrip(b"\n"),
+    }[variant]
+    path = _write(tmp_path, data)
+    whole = _parse(path, tz="UTC", capture_start=START)
+    hist = whole.tables["bpf_hist"]
+    assert hist.height == 245 and hist["ts"].null_count() == 5  # the maps after each gap
+    assert hist["ts"].drop_nulls().max() == datetime(2026, 11, 30, 0, 0, 48, tzinfo=UTC)
+    stacks = _rows(whole, "bpf_scalar", key="func_a+12;func_b+4")
+    if variant != "nul":
+        assert len(stacks) == 40
+    assert_same_as_one_block(
+        bpftrace,
+        path,
+        (60, 400, 2500) if variant == "plain" else (250,),
+        monkeypatch,
+        ("bpf_scalar",),
+        tz="UTC",
+        capture_start=START,
+    )
+
+
+def test_canonical_and_irregular_bucket_rows_of_one_map_read_alike(tmp_path: Path) -> None:
+    # Canonical rows take the fast path; a trailing blank, a tab, a 19-digit count or a
+    # non-ASCII label send a row through the full regexes. Same map, key and timestamp.
+    rows = [
+        "[0]                    5 |@@@@                                                |",
+        "[1]                    6 |@@@@@                                               | ",
+        "[2, 4)\t               7 |@@@@@@                                              |",
+        "[4, 8)      1234567890123456789 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|",
+        "[8, 16)               9 |@@@@@@@@                                            |",
+        "[16, 32é)             10 |@@@@@@@@@                                           |",
+        "[32, 64)              11 |@@@@@@@@@@                                          |",
+    ]
+    path = _write(tmp_path, "17:00:01\n@usecs[nvme0n1]:\n" + "\n".join(rows) + "\n")
+    res = _parse(path, tz="UTC", capture_start=START)
+    got = res.tables["bpf_hist"].select("map", "key", "bucket_low", "bucket_high", "count")
+    assert got.rows() == [
+        ("@usecs", "nvme0n1", 0, 1, 5),
+        ("@usecs", "nvme0n1", 1, 2, 6),
+        ("@usecs", "nvme0n1", 2, 4, 7),
+        ("@usecs", "nvme0n1", 4, 8, 1234567890123456789),
+        ("@usecs", "nvme0n1", 8, 16, 9),
+        ("@usecs", "nvme0n1", 16, None, 10),
+        ("@usecs", "nvme0n1", 32, 64, 11),
+    ]
+    assert res.tables["bpf_hist"]["ts"].unique().to_list() == [
+        datetime(2026, 11, 29, 17, 0, 1, tzinfo=UTC)
+    ]
+    assert res.coverage.parsed == 7
+
+
+def test_streamed_rows_are_not_returned_again(tmp_path: Path) -> None:
+    path = _write(tmp_path, _midnight_text())
+    got: list[tuple[str, int]] = []
+    ctx = base.ParseContext(
+        file_name=path.name,
+        tz="UTC",
+        capture_start=START,
+        sink=lambda n, f: got.append((n, f.height)),
+    )
+    res = bpftrace.parse(path, ctx)
+    assert res.tables == {}
+    assert [n for n, _ in got][:2] == ["bpf_hist", "bpf_scalar"]
+    assert sum(h for n, h in got if n == "bpf_hist") == 245

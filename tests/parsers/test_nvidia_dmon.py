@@ -9,16 +9,20 @@ variants (it prints integers and a fixed YYYYMMDD date), so no locale replay tes
 
 from __future__ import annotations
 
+import itertools
 import random
 from datetime import UTC, datetime
 from pathlib import Path
 
+import blockwise
+import polars as pl
 import pytest
+from blockwise import assert_same_as_one_block
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, nvidia_dmon
+from analyzer.parsers import _dmon_block, base, nvidia_dmon
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
 DMON = sorted(p for p in FIX.iterdir() if "dmon" in p.name)
@@ -196,3 +200,112 @@ def test_mutated_input_never_crashes(tmp_path: Path, seed: int, which: str, mode
     except ParseError:
         return
     res.coverage.check()
+
+
+# --- reading in blocks, and the CSV fast path (analyzer/parsers/_dmon_block.py) ---------
+
+
+def _time_only_text() -> str:
+    """``-o T`` across midnight, two GPUs, header groups with and without an unknown
+    metric (``nvlrx``: NULL-able values), repeated headers as dmon prints them."""
+    out: list[str] = []
+    t = 23 * 3600 + 59 * 60 + 40
+    for g in range(12):
+        extra = g % 4 < 2
+        out.append("#Time        gpu     sm    mem" + ("   nvlrx" if extra else "") + "     fb")
+        out.append("#HH:MM:SS    Idx      %      %" + ("    MB/s" if extra else "") + "     MB")
+        for _ in range(3):
+            s = t % 86400
+            for gpu in range(2):
+                row = (
+                    f" {s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d} {gpu:>6} {g * 7 % 100:>6}"
+                )
+                row += f" {gpu * 31 % 100:>6}"
+                if extra:
+                    row += f" {['-', '12', 'N/A', '3.5'][(g + gpu) % 4]:>7}"
+                out.append(row + f" {g * 997 % 80000:>6}")
+            t += 1
+    return "\n".join(out) + "\n"
+
+
+def test_time_only_output_rolls_over_midnight_across_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write(tmp_path, _time_only_text())
+    start = datetime(2026, 11, 29, 23, 0, tzinfo=UTC)
+    res = _parse(path, capture_start=start, tz="UTC")
+    dmon = res.tables["gpu_dmon"]
+    assert dmon.height == 72 and dmon["ts"].max() == datetime(2026, 11, 30, 0, 0, 15, tzinfo=UTC)
+    other = res.tables["gpu_dmon_other"]
+    assert other.height == 36 and other["value"].null_count() == 18  # '-' and 'N/A'
+    assert_same_as_one_block(
+        nvidia_dmon, path, (100, 700, 3000), monkeypatch, capture_start=start, tz="UTC"
+    )
+
+
+@pytest.mark.parametrize("path", DMON, ids=lambda p: p.name)
+def test_blocks_of_any_size_give_the_one_block_result(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert_same_as_one_block(nvidia_dmon, path, (300, 2000), monkeypatch, tz="UTC")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        DT,  # -o DT, unknown metric, '-' and 'N/A'
+        DT.replace("     0      0      1\n", "     0   1,5      1\n"),  # a decimal comma
+        DT.replace("   71     80     98", "   71\t80     98"),  # a tab between fields
+        DT.replace("1593   1950", "1593 12345678"),  # a value wider than its column
+        DT.replace("    300    120", "    3 0    120"),  # two tokens in one column
+        _time_only_text(),
+    ],
+    ids=["dt", "comma", "tab", "overflow", "split", "time-only"],
+)
+def test_csv_fast_path_rows_equal_the_token_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    path = _write(tmp_path, text)
+    ctx = {"capture_start": datetime(2026, 11, 29, 23, 0, tzinfo=UTC), "tz": "UTC"}
+    typed: list[int] = []
+    real = _dmon_block.fast_rows
+
+    def spy(*a: object, **k: object) -> object:
+        out = real(*a, **k)  # type: ignore[arg-type]
+        typed.append(out[1].size)
+        return out
+
+    monkeypatch.setattr(_dmon_block, "fast_rows", spy)
+    fast, cov, _ = blockwise.parse(nvidia_dmon, path, None, monkeypatch, **ctx)
+    assert sum(typed) > 0  # the fast path did read rows
+    monkeypatch.setattr(_dmon_block, "layout", lambda data, n: None)  # tokens only
+    slow, slow_cov, _ = blockwise.parse(nvidia_dmon, path, None, monkeypatch, **ctx)
+    assert (cov.parsed, cov.skipped, cov.notes) == (
+        slow_cov.parsed,
+        slow_cov.skipped,
+        slow_cov.notes,
+    )
+    assert sorted(fast) == sorted(slow)
+    for name, frame in slow.items():
+        assert fast[name].equals(frame, null_equal=True), name
+
+
+def test_csv_reader_numbers_equal_cast_of_the_token_for_the_fast_alphabet() -> None:
+    # The fast path reads right-aligned fields of [0-9.:-] with polars' CSV reader; the
+    # token path casts the token. They must agree on every such token (leading blanks).
+    toks = ["".join(p) for n in range(1, 5) for p in itertools.product("05.-:", repeat=n)]
+    toks += ["9223372036854775807", "9223372036854775808", "2147483648", "1" * 30, "-0"]
+    for dtype in (pl.Float64, pl.Int64, pl.Int32):
+        for pad in ("", "   "):
+            data = "".join(f"x;{pad}{t};y\n" for t in toks).encode()
+            schema = {"a": pl.String, "v": dtype, "b": pl.String}
+            csv = pl.read_csv(
+                data,
+                has_header=False,
+                separator=";",
+                quote_char=None,
+                schema=schema,
+                ignore_errors=True,
+            )["v"]
+            cast = pl.Series(toks).cast(dtype, strict=False)
+            assert csv.equals(cast, null_equal=True), (dtype, pad)

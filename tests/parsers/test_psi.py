@@ -16,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from blockwise import assert_same_as_one_block
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -218,3 +219,44 @@ def test_sniff_recognises_renamed_fixture(path: Path) -> None:
 )
 def test_sniff_rejects_other_tools(text: str) -> None:
     assert psi.sniff(text, "cpu") < 0.5
+
+
+# --- reading in blocks (analyzer/parsers/_blocks.py) ---------------------------------
+
+
+def _mixed_text() -> str:
+    """Sampler lines of three paths (one cgroup with an escaped blank) and both kinds,
+    a counter reset half way, raw snapshot lines, legacy lines and blank lines."""
+    out: list[str] = []
+    totals: dict[tuple[str, str], int] = {}
+    paths = ("/proc/pressure/cpu", "/proc/pressure/io", "/sys/fs/cgroup/a\\040b/cpu.pressure")
+    for i in range(60):
+        for path in paths:
+            for kind in ("some", "full"):
+                key = (path, kind)
+                totals[key] = 3 if i == 30 else totals.get(key, 0) + (i * 7919 + len(path)) % 5000
+                out.append(
+                    f"{1795960800 + i}.{i * 1234567 % 10**9:09d} {path} {kind} "
+                    f"avg10={i % 5}.{i % 100:02d} avg60=1.00 avg300=0.50 total={totals[key]}"
+                )
+        if i % 20 == 5:
+            out += ["some avg10=0.00 avg60=0.00 avg300=0.00 total=12", ""]
+        if i == 40:
+            out += ["aggr 128544748770", "some 1.11 2.22 3.33", "0 0 0", "oops"]
+    return "\n".join(out) + "\n"
+
+
+def test_stall_pct_continues_across_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "cpu.pressure"
+    path.write_text(_mixed_text())
+    t = _parse(path).tables["psi"]
+    io = t.filter((pl.col("resource") == "io") & (pl.col("kind") == "some"))
+    assert io.height == 60 and io["stall_pct"].null_count() == 2  # first sample, reset
+    assert_same_as_one_block(psi, path, (150, 1000, 6000), monkeypatch)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_blocks_of_any_size_give_the_one_block_result(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert_same_as_one_block(psi, path, (64, 500), monkeypatch)

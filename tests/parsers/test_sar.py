@@ -8,11 +8,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from blockwise import assert_same_as_one_block
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, sar
+from analyzer.parsers import _blocks, base, sar
+from analyzer.parsers import _sar_blocks as sar_blocks
 
 FIX = Path(__file__).parent.parent / "fixtures" / "sar"
 FILES = sorted(p for p in FIX.iterdir() if p.name != "PROVENANCE.md")
@@ -245,3 +247,75 @@ def test_sniff_recognizes_renamed_fixtures(name: str) -> None:
 )
 def test_sniff_rejects_other_tools(text: str) -> None:
     assert sar.sniff(text, "data.txt") < 0.5
+
+
+# --- reading in blocks (analyzer/parsers/_sar_blocks.py) -----------------------------
+
+UNORDERED = ("sar_other", "sar_psi")  # grouped by section in a one-block parse
+
+
+def _sar_a_text() -> str:
+    """``sar -q -w -n SOFT`` style report every second across midnight, with an
+    ``Average:`` block and a restart in the middle (24-hour clock, C locale)."""
+    out = ["Linux 6.8.0-49-generic (gpu01) \t2026-11-29 \t_x86_64_\t(128 CPU)", ""]
+    for i in range(50):
+        a, b = ((23 * 3600 + 59 * 60 + 30 + i + d) % 86400 for d in (0, 1))
+        ta = f"{a // 3600:02d}:{a % 3600 // 60:02d}:{a % 60:02d}"
+        tb = f"{b // 3600:02d}:{b % 3600 // 60:02d}:{b % 60:02d}"
+        out += [f"{ta}       proc/s   cswch/s", f"{tb}      {i:7.2f}  {i * 31.5:8.2f}", ""]
+        out += [f"{ta}      runq-sz  plist-sz   ldavg-1   ldavg-5  ldavg-15   blocked"]
+        out += [f"{tb}      {i:7d}  {2000 + i:8d}  {i / 10:8.2f}      1.00      0.50   {i % 3:7d}"]
+        out += ["", f"{ta}        CPU   total/s   dropd/s squeezd/s"]
+        out += [f"{tb}        all   {i * 10:7.2f}      0.00      0.00", ""]
+        if i == 20:
+            out += [f"{tb}     LINUX RESTART\t(128 CPU)", ""]
+        if i == 30:
+            out += ["Average:       proc/s   cswch/s", "Average:         1.00      2.00", ""]
+    return "\n".join(out) + "\n"
+
+
+def test_midnight_and_runs_carry_across_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "sar.out"
+        p.write_text(_sar_a_text())
+        t = sar.parse(p, UTC0).tables
+        assert t["sar_task"].height == 50
+        ts = t["sar_task"]["ts"]
+        assert ts[29] == _ts("2026-11-30 00:00:00")  # the clock went back: +1 day
+        assert ts[31] == _ts("2026-11-29 00:00:02")  # a run restarts after Average:
+        assert t["sar_events"].height == 1
+        assert_same_as_one_block(sar, p, (90, 700, 4000), monkeypatch, UNORDERED, tz="UTC0")
+
+
+@pytest.mark.parametrize("i,path", list(enumerate(FILES)), ids=[p.name for p in FILES])
+def test_blocks_of_any_size_give_the_one_block_result(
+    i: int, path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chunk = max((300, 1200, 5000)[i % 3], path.stat().st_size // 6)  # at least ~6 blocks
+    assert_same_as_one_block(sar, path, (chunk,), monkeypatch, UNORDERED, tz="UTC0")
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_rows_split_by_position_classify_as_the_full_chain(path: Path) -> None:
+    lines = base.read_lines(path).collect()
+    plain = lines.filter(~pl.col("line").str.contains("\x1b", literal=True))
+    assert sar_blocks.classify(plain, True).equals(sar_blocks._classify_full(plain))
+
+
+def test_the_byte_screen_never_misses_a_human_file() -> None:
+    # `_may_be_human` only skips the exact pass when no line can hold a --human value.
+    for path in FILES:
+        data = path.read_bytes()
+        for variant in (data, data.replace(b" 0.00", b" 0.0K"), data + b"\n17:00:01 all 5M"):
+            with tempfile.TemporaryDirectory() as d:
+                p = Path(d) / "data.txt"
+                p.write_bytes(variant)
+                if not sar._may_be_human(p):
+                    stream = sar_blocks.Stream(day0=None, zone=None, human=False)
+                    for block in _blocks.Blocks(p):
+                        df = stream.headers(sar_blocks.classify(block.lines, True))
+                        good = stream.good_rows(
+                            df.filter(pl.col("kind") == "data"), base.Coverage()
+                        )
+                        assert not good["rest"].str.contains(sar_blocks.HUMAN).any(), path.name
+    assert sar._human(FIX / "sysstat-12.7.9+__tests__expected.sar-human")
