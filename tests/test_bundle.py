@@ -167,3 +167,34 @@ def test_directory_input_is_read_in_place_and_symlinks_refused(tmp_path: Path) -
 def test_safe_member_name(name: str, ok: bool) -> None:
     _rel, why = safe_member_name(name)
     assert (why is None) == ok
+
+
+def test_the_archive_stream_moves_forward_only() -> None:
+    """tarfile's "r:" mode may seek; over a compressed stream only forward (a backward
+    seek would restart the decompression: a crafted archive could make it quadratic)."""
+    from analyzer.bundle import _ForwardReader
+
+    stream = _ForwardReader(io.BytesIO(bytes(range(256)) * 4))
+    assert stream.read(10) == bytes(range(10)) and stream.tell() == 10
+    assert stream.seek(300) == 300 and stream.read(1) == bytes([300 % 256])
+    assert stream.seek(5, 1) == 306
+    with pytest.raises(tarfile.ReadError, match="backwards"):
+        stream.seek(100)
+    assert stream.seek(5000) == 1024  # past the end: stops at the end, like a short read
+
+
+def test_members_of_many_sizes_round_trip_through_the_forward_reader(tmp_path: Path) -> None:
+    sizes = [0, 1, 511, 512, 513, 1 << 20, (4 << 20) + 7]  # block edges and the 4 MiB buffer
+    path = tmp_path / "b.tgz"
+    with tarfile.open(path, "w:gz") as tar:
+        for n in sizes:
+            data = os.urandom(n)
+            info = tarfile.TarInfo(f"d/f{n}.bin")
+            info.size = n
+            tar.addfile(info, io.BytesIO(data))
+            (tmp_path / f"f{n}.bin").write_bytes(data)
+    with open_bundle(path) as bundle:
+        got = {f.rel: f.path.read_bytes() for f in bundle.files}
+    assert sorted(got) == sorted(f"f{n}.bin" for n in sizes)  # the single top folder is dropped
+    for rel, data in got.items():
+        assert data == (tmp_path / rel.rsplit("/", 1)[-1]).read_bytes()
