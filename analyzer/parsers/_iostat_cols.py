@@ -167,6 +167,22 @@ def report_times(
 ) -> pl.DataFrame:
     """report -> ts, ts_source, since_boot for every report number seen in ``df``."""
     reports = df.select(pl.col("report").filter(pl.col("report") >= 0).unique().sort())
+    out, missing = times_for(reports, stamps, ctx, y)
+    if missing:
+        notes.append(NO_TIME_NOTE)
+    return out
+
+
+NO_TIME_NOTE = "reports without -t stamp and no capture start/interval known: ts is NULL"
+
+
+def times_for(
+    reports: pl.DataFrame, stamps: pl.DataFrame, ctx: base.ParseContext, y: bool
+) -> tuple[pl.DataFrame, bool]:
+    """``reports`` (column ``report``) with ``ts``, ``ts_source``, ``since_boot``, and
+    whether a report has no time at all (no stamp, nothing to derive one from). Each
+    report's time depends on that report alone: its ``stamps`` row (``report``, ``ts``),
+    else ``ctx.capture_start + (report [+1 with -y]) × interval``."""
     out = reports.join(stamps, on="report", how="left", maintain_order="left")
     interval = _interval(ctx)
     missing = out.get_column("ts").null_count() if out.height else 0
@@ -177,9 +193,7 @@ def report_times(
         derived = pl.lit(start).cast(base.TS) + pl.duration(
             microseconds=((pl.col("report") + off) * round(interval * 1e6))
         )
-    elif missing:
-        notes.append("reports without -t stamp and no capture start/interval known: ts is NULL")
-    return out.select(
+    times = out.select(
         "report",
         pl.coalesce("ts", derived).alias("ts"),
         pl.when(pl.col("ts").is_not_null())
@@ -189,6 +203,7 @@ def report_times(
         .alias("ts_source"),
         ((pl.col("report") == 0) & pl.lit(not y)).alias("since_boot"),
     )
+    return times, bool(missing) and not (ctx.capture_start is not None and interval)
 
 
 def _parent(name: str, names: set[str]) -> bool:
@@ -203,10 +218,19 @@ def _parent(name: str, names: set[str]) -> bool:
 def flag_partitions(devs: pl.DataFrame, ctx: base.ParseContext, notes: list[str]) -> pl.DataFrame:
     """Add ``is_partition``: from name patterns, only when the file is ``-p`` output."""
     names = set(devs.get_column("device").drop_nulls().unique().to_list())
+    parts = partitions(names, ctx, notes)
+    if parts is None:
+        return devs.with_columns(pl.lit(None, pl.Boolean).alias("is_partition"))
+    return devs.with_columns(pl.col("device").is_in(list(parts)).alias("is_partition"))
+
+
+def partitions(names: set[str], ctx: base.ParseContext, notes: list[str]) -> set[str] | None:
+    """The partitions among the device ``names`` of a whole file, or None when the file
+    is not ``-p`` output (``is_partition`` then stays NULL)."""
     parts = {n for n in names if _parent(n, names)}
     flags = s.short_flags(ctx.command)
     if not parts and not (flags and "p" in flags):
-        return devs.with_columns(pl.lit(None, pl.Boolean).alias("is_partition"))
+        return None
     if flags and "j" in flags:
         notes.append("-j persistent names: partitions named by label/uuid are not flagged")
-    return devs.with_columns(pl.col("device").is_in(list(parts)).alias("is_partition"))
+    return parts

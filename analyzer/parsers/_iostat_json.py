@@ -32,12 +32,28 @@ def _field(key: str) -> pl.Expr:
 _SLICE_ROWS = 1 << 18  # disk records typed per step: bounds the transient string columns
 
 
+def _keys(lines: pl.Series) -> list[str]:
+    """The numeric keys of disk records (the file's first 200 are looked at)."""
+    return sorted(set(re.findall(r'"([^"]+)"\s*:\s*-?\d', "\n".join(lines))))
+
+
+def _order(line: str | None) -> list[str]:
+    """The keys of a disk record, in its order."""
+    return re.findall(r'"([^"]+)"\s*:', line) if line is not None else []
+
+
 def _disk_rows(
-    disks: pl.DataFrame, keys: list[str], device: pl.Expr, casts: list[pl.Expr]
+    disks: pl.DataFrame,
+    keys: list[str],
+    device: pl.Expr,
+    casts: list[pl.Expr],
+    order: list[str] | None = None,
 ) -> pl.DataFrame:
-    """Typed disk records. Records with sysstat's own key order (all of them, normally)
-    are read by one regex; any other record by one regex per key (same values)."""
-    order = re.findall(r'"([^"]+)"\s*:', disks["line"].head(1).to_list()[0]) if disks.height else []
+    """Typed disk records. Records with sysstat's own key order (``order``: the file's
+    first good record's, by default that of ``disks``) are read by one regex; any other
+    record by one regex per key (same values)."""
+    if order is None:
+        order = _order(disks["line"].head(1).to_list()[0] if disks.height else None)
     if disks.height > _SLICE_ROWS:
         parts = [
             _disk_part(part, keys, device, casts, order) for part in disks.iter_slices(_SLICE_ROWS)
@@ -96,17 +112,17 @@ def _disk_part(
     return pl.concat([fast, rest.select(slow_cols)]).sort("line_no")
 
 
-def _head_value(head: str, key: str) -> str | None:
-    m = re.search(r'"' + re.escape(key) + r'"\s*:\s*"?([^",\n]*)"?', head)
-    return m[1] if m else None
+_DISK = r'^\s*\{\s*"disk_device"\s*:'
+_COMPLETE = r"\}\s*,?\s*$"
+_DEVICE = r'"disk_device"\s*:\s*"([^"]*)"'
 
 
-def parse(path: Path, ctx: base.ParseContext, cov: base.Coverage) -> base.ParseResult:
-    """Parse an iostat JSON file into ``iostat_cpu`` and ``iostat_device``."""
-    head = base.read_head(path)
+def _kind() -> pl.Expr:
+    """The kind of each JSON line (``disk``, ``cpu``, ``ts``, ``open``, ``stats``,
+    ``blank``, ``json``, ``other``)."""
     line = pl.col("line")
-    kind = (
-        pl.when(line.str.contains(r'^\s*\{\s*"disk_device"\s*:'))
+    return (
+        pl.when(line.str.contains(_DISK))
         .then(pl.lit("disk"))
         .when(line.str.contains(r'^\s*"avg-cpu"\s*:'))
         .then(pl.lit("cpu"))
@@ -122,6 +138,47 @@ def parse(path: Path, ctx: base.ParseContext, cov: base.Coverage) -> base.ParseR
         .then(pl.lit("json"))
         .otherwise(pl.lit("other"))
     )
+
+
+def _casts(keys: list[str]) -> list[pl.Expr]:
+    """Typed device columns from the JSON keys ``keys`` (one regex per key)."""
+    casts = []
+    for k in keys:
+        col = c.device_column(k)
+        if col:
+            name, factor, is_int = col
+            v = _field(k) * factor
+            casts.append((v.round(0).cast(pl.Int64) if is_int else v).alias(name))
+    return casts
+
+
+def _stamp(date_text: str) -> pl.Expr:
+    """The ``timestamp`` line's text, with the file's date before a bare time of day."""
+    stamp = pl.col("line").str.extract(r'"timestamp"\s*:\s*"([^"]*)"')
+    return (
+        pl.when(stamp.str.contains(r"^\d{1,2}:\d{2}"))
+        .then(pl.lit(date_text + " ") + stamp)
+        .otherwise(stamp)
+    )
+
+
+def _cpu_rows(cpus: pl.DataFrame) -> pl.DataFrame:
+    complete = pl.col("line").str.contains(_COMPLETE)
+    return cpus.filter(complete).select(
+        "line_no", "report", *[_field(k).alias(v) for k, v in c.CPU_COLUMNS.items()]
+    )
+
+
+def _head_value(head: str, key: str) -> str | None:
+    m = re.search(r'"' + re.escape(key) + r'"\s*:\s*"?([^",\n]*)"?', head)
+    return m[1] if m else None
+
+
+def parse(path: Path, ctx: base.ParseContext, cov: base.Coverage) -> base.ParseResult:
+    """Parse an iostat JSON file into ``iostat_cpu`` and ``iostat_device``."""
+    head = base.read_head(path)
+    line = pl.col("line")
+    kind = _kind()
     df = (
         base.read_lines(path)
         .with_columns(kind.alias("kind"))
@@ -146,37 +203,22 @@ def parse(path: Path, ctx: base.ParseContext, cov: base.Coverage) -> base.ParseR
     cov.add_structure("timestamp", counts.get("ts", 0))
     cov.add_skipped("not JSON", counts.get("other", 0))
 
-    complete = line.str.contains(r"\}\s*,?\s*$")
+    complete = line.str.contains(_COMPLETE)
     disks = df.filter(pl.col("kind") == "disk")
-    keys = sorted(set(re.findall(r'"([^"]+)"\s*:\s*-?\d', "\n".join(disks["line"].head(200)))))
-    casts = []
-    for k in keys:
-        col = c.device_column(k)
-        if col:
-            name, factor, is_int = col
-            v = _field(k) * factor
-            casts.append((v.round(0).cast(pl.Int64) if is_int else v).alias(name))
-    device = line.str.extract(r'"disk_device"\s*:\s*"([^"]*)"')
+    keys = _keys(disks["line"].head(200))
+    device = line.str.extract(_DEVICE)
     good = disks.filter(complete & device.is_not_null())
-    dev = _disk_rows(good, keys, device, casts)
+    dev = _disk_rows(good, keys, device, _casts(keys))
     cov.add_skipped("malformed JSON disk record", disks.height - dev.height)
     cpus = df.filter(pl.col("kind") == "cpu")
-    cpu = cpus.filter(complete).select(
-        "line_no", "report", *[_field(k).alias(v) for k, v in c.CPU_COLUMNS.items()]
-    )
+    cpu = _cpu_rows(cpus)
     cov.add_skipped("malformed JSON avg-cpu record", cpus.height - cpu.height)
     cov.parsed = dev.height + cpu.height
 
     date_text = _head_value(head, "date") or ""
     ts_rows = df.filter(pl.col("kind") == "ts")
     zone = s.tz_for(ctx, cov) if ts_rows.height else None
-    stamp = line.str.extract(r'"timestamp"\s*:\s*"([^"]*)"')
-    stamp = (
-        pl.when(stamp.str.contains(r"^\d{1,2}:\d{2}"))
-        .then(pl.lit(date_text + " ") + stamp)
-        .otherwise(stamp)
-    )
-    stamps = ts_rows.select("report", s.stamp_to_utc(stamp, zone).alias("ts")).unique(
+    stamps = ts_rows.select("report", s.stamp_to_utc(_stamp(date_text), zone).alias("ts")).unique(
         "report", keep="first"
     )
     flags = s.short_flags(ctx.command)
@@ -193,11 +235,15 @@ def parse(path: Path, ctx: base.ParseContext, cov: base.Coverage) -> base.ParseR
     if cpu.height:
         cpu = cpu.join(times, on="report", how="left", maintain_order="left")
         tables["iostat_cpu"] = c.TABLES["iostat_cpu"].conform(cpu).collect()
+    return base.ParseResult(tables=tables, coverage=cov, meta=_meta(head, date_text))
+
+
+def _meta(head: str, date_text: str) -> dict[str, object]:
+    """Facts of the file's head for ``ParseResult.meta``."""
     cpus_n = _head_value(head, "number-of-cpus")
-    meta: dict[str, object] = {
+    return {
         "host": _head_value(head, "nodename"),
         "kernel": _head_value(head, "release"),
         "cpus": int(cpus_n) if cpus_n and cpus_n.strip().isdigit() else None,
         "date": d.isoformat() if (d := s.parse_date(date_text)) else None,
     }
-    return base.ParseResult(tables=tables, coverage=cov, meta=meta)

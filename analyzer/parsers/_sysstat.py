@@ -119,12 +119,13 @@ def parse_date(text: str) -> date | None:
 
 
 def seconds_of_day(token: pl.Expr) -> pl.Expr:
-    """``HH:MM:SS`` with optional ``AM``/``PM`` as Int32 seconds of day (NULL when invalid)."""
-    g = token.str.extract_groups(TIME_RE)
-    h = g.struct.field("1").cast(pl.Int32, strict=False)
-    mi = g.struct.field("2").cast(pl.Int32, strict=False)
-    s = g.struct.field("3").cast(pl.Int32, strict=False)
-    ap = g.struct.field("4").str.to_uppercase()
+    """``HH:MM:SS`` with optional ``AM``/``PM`` as Int32 seconds of day (NULL when invalid).
+    The regex runs once per token (its groups are fields of one match)."""
+    f = pl.field
+    h = f("1").cast(pl.Int32, strict=False)
+    mi = f("2").cast(pl.Int32, strict=False)
+    s = f("3").cast(pl.Int32, strict=False)
+    ap = f("4").str.to_uppercase()
     h24 = (
         pl.when(ap.is_null())
         .then(h)
@@ -133,7 +134,9 @@ def seconds_of_day(token: pl.Expr) -> pl.Expr:
         .otherwise(pl.when(h == 12).then(12).otherwise(h + 12))
     )
     valid = (h24 < 24) & (mi < 60) & (s < 61)
-    return pl.when(valid).then(h24 * 3600 + mi * 60 + s).otherwise(None).cast(pl.Int32)
+    sec = pl.when(valid).then(h24 * 3600 + mi * 60 + s).otherwise(None).cast(pl.Int32)
+    out = token.str.extract_groups(TIME_RE).struct.with_fields(_sec=sec).struct.field("_sec")
+    return out.alias("1")  # the name it always had (its first group)
 
 
 def day_rollover(sec: pl.Expr) -> pl.Expr:
@@ -277,17 +280,26 @@ STAMP_RE = (
 )
 
 
+#: :data:`STAMP_RE` with the time of day split: hour, minute, second, AM/PM letter.
+_STAMP_PARTS = (
+    r"^\s*(\d{1,4})([-/.])(\d{1,2})[-/.](\d{1,4})[ T]+"
+    r"(\d{1,2}):(\d{2}):(\d{2})(?:\s?([AaPp])\.?[Mm]\.?)?\s*(Z|[+-]\d{2}:?\d{2})?\s*$"
+)
+
+
 def stamp_to_utc(text: pl.Expr, tz: str | None) -> pl.Expr:
     """Parse :data:`STAMP_RE` strings to UTC ``base.TS`` (NULL when not a valid stamp).
 
     The date order follows the separator (``-`` ISO, ``.`` day first, ``/`` month first
-    unless the first field is > 12). A printed offset wins over ``tz``.
+    unless the first field is > 12). A printed offset wins over ``tz``. The regex runs
+    once per string: every part is a field of its one match.
     """
-    g = text.str.extract_groups(STAMP_RE)
-    a = g.struct.field("1").cast(pl.Int32, strict=False)
-    sep = g.struct.field("2")
-    b = g.struct.field("3").cast(pl.Int32, strict=False)
-    c = g.struct.field("4").cast(pl.Int32, strict=False)
+    f = pl.field
+
+    def num(name: str) -> pl.Expr:
+        return f(name).cast(pl.Int32, strict=False)
+
+    a, sep, b, c = num("1"), f("2"), num("3"), num("4")
     slash_dmy = (sep == "/") & (a > 12)
     y = pl.when(sep == "-").then(a).otherwise(c)
     mo = (
@@ -297,16 +309,34 @@ def stamp_to_utc(text: pl.Expr, tz: str | None) -> pl.Expr:
     )
     d = pl.when(sep == "-").then(c).when(sep == ".").then(a).when(slash_dmy).then(a).otherwise(b)
     y = pl.when(y < 70).then(y + 2000).when(y < 100).then(y + 1900).otherwise(y)
-    day = pl.format("{}-{}-{}", y, mo, d).str.to_date("%Y-%-m-%-d", strict=False)
-    sec = seconds_of_day(g.struct.field("5"))
-    naive = day.cast(pl.Datetime("us")) + pl.duration(seconds=sec)
-    off = g.struct.field("6").str.replace(":", "", literal=True)
+    h, mi, sc, ap = num("5"), num("6"), num("7"), f("8").str.to_uppercase()
+    h24 = (
+        pl.when(ap.is_null())
+        .then(h)
+        .when(ap == "A")
+        .then(pl.when(h == 12).then(0).otherwise(h))
+        .otherwise(pl.when(h == 12).then(12).otherwise(h + 12))
+    )
+    sec = (
+        pl.when((h24 < 24) & (mi < 60) & (sc < 61))
+        .then(h24 * 3600 + mi * 60 + sc)
+        .otherwise(None)
+        .cast(pl.Int32)
+    )
+    parts = text.str.extract_groups(_STAMP_PARTS).struct.with_fields(
+        _day=pl.format("{}-{}-{}", y, mo, d).str.to_date("%Y-%-m-%-d", strict=False),
+        _sec=sec,
+        _off=f("9").str.replace(":", "", literal=True),
+    )
+    naive = f("_day").cast(pl.Datetime("us")) + pl.duration(seconds=f("_sec"))
+    off = f("_off")
     off_min = pl.when(off == "Z").then(0).otherwise(
         off.str.slice(1, 2).cast(pl.Int32, strict=False) * 60
         + off.str.slice(3, 2).cast(pl.Int32, strict=False)
     ) * pl.when(off.str.starts_with("-")).then(-1).otherwise(1)
     with_off = (naive - pl.duration(minutes=off_min)).dt.replace_time_zone("UTC")
-    return pl.when(off.is_not_null()).then(with_off).otherwise(local_to_utc(naive, tz))
+    ts = pl.when(off.is_not_null()).then(with_off).otherwise(local_to_utc(naive, tz))
+    return parts.struct.with_fields(_ts=ts).struct.field("_ts").alias("1")  # name as before
 
 
 def ends_with_newline(path: object) -> bool:

@@ -1,18 +1,18 @@
-"""Fast path for big column-aligned sysstat files: numpy finds the rows, polars' CSV reader types them.
+"""Big column-aligned sysstat files, chunk by chunk: blocks of whole lines and the lines in them.
 
-A data row of a right-aligned sysstat table (mpstat, iostat, sar) is exactly as wide as
-its header and has a blank at the first byte of every field slot (values are narrower
-than their slot). For a chunk of the file (``CHUNK_BYTES``, cut at a newline) numpy finds
-the line boundaries, keeps the lines of a known width whose slot-start bytes are blanks
-(the per-row boundary check), writes a ``;`` into each of those blanks (and into the
-time's colons), turns every other line into a ``#`` comment, and polars' multi-threaded
-CSV reader parses all kept rows of the chunk in one call against a typed schema.
+:func:`read_blocks` reads a file in blocks of whole lines (``CHUNK_BYTES``, cut after a
+newline, each in a fresh buffer) and :func:`chunk_of` finds their lines with numpy (or
+takes the line offsets an earlier pass found); a :class:`Chunk` hands any subset of its
+lines to polars as text (:meth:`Chunk.lines`, with NUL bytes and a final CR removed, as
+:func:`.base.read_lines` does). The big-file paths of mpstat (:mod:`._mpstat_fast`) and
+iostat (:mod:`._iostat_fast`) type their data rows from these bytes with numpy
+(:mod:`._sysstat_swar`) and hand every other line (banners, headers, blank lines,
+``Average:`` blocks, rows that fail a check) to the tool's regular parser, so each line
+is read exactly once.
 
-Everything else goes back to the tool's regular parser as *rest* lines (banners,
-headers, blank lines, ``Average:`` blocks, rows that fail the boundary check or whose
-fields do not parse: the whitespace-split fallback), so the two paths together see every
-line exactly once. Work per chunk is a fixed number of vectorized numpy / polars calls;
-no Python code runs per line except for rest lines (a few per report).
+Also here, for dmon's block reader: the CSV route for right-aligned rows
+(:func:`candidates`, :func:`blank_at`, :func:`read_rows`): the blanks at slot starts become
+``;``, every other line a ``#`` comment, and polars' CSV reader types the rows.
 
 Line numbers are 1-based and count ``\\n``; a last line without a newline is *unterminated*
 (never a fast row: the tool parser decides whether it was cut).
@@ -36,6 +36,7 @@ CHUNK_BYTES = 12 << 20
 MIN_FAST_BYTES = 8 << 20
 
 NL, SP, SEMI, HASH, COLON = 10, 32, 59, 35, 58
+_FEW_LINES = 20_000
 
 
 @dataclass
@@ -63,6 +64,18 @@ class Chunk:
         idx = np.asarray(idx, dtype=np.int64)
         if idx.size == 0:
             return pl.DataFrame(schema={"line_no": pl.UInt32, "line": pl.String})
+        if idx.size <= _FEW_LINES:  # a few lines: plain Python beats building Arrow arrays
+            mv = memoryview(self.buf)
+            text = [
+                str(mv[a : a + n], "utf-8", "replace").replace("\x00", "").removesuffix("\r")
+                for a, n in zip(self.starts[idx].tolist(), self.lens[idx].tolist(), strict=True)
+            ]
+            return pl.DataFrame(
+                {
+                    "line_no": pl.Series(self.line_nos(idx), dtype=pl.UInt32),
+                    "line": pl.Series(text, dtype=pl.String),
+                }
+            )
         offsets = np.empty(self.n + 1, dtype=np.int64)
         offsets[:-1] = self.starts
         offsets[-1] = self.starts[-1] + self.lens[-1]
@@ -85,41 +98,71 @@ class Chunk:
 
 
 def iter_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Chunk]:
-    """Read ``path`` in chunks of whole lines (the last one may be unterminated).
-
-    Each chunk owns a fresh writable buffer (``readinto``, no intermediate copies).
-    """
+    """Read ``path`` in chunks of whole lines (the last one may be unterminated)."""
     line = 1
+    for buf in read_blocks(path, chunk_bytes):
+        chunk = chunk_of(buf, line)
+        line += chunk.n
+        yield chunk
+
+
+def read_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[np.ndarray]:
+    """The bytes of ``path`` in blocks of whole lines (the last may end without a newline).
+
+    Each block owns a fresh buffer (``readinto``, no intermediate copies).
+    """
     carry = b""
     with open(path, "rb", buffering=0) as f:
         while True:
-            data = bytearray(len(carry) + chunk_bytes)
-            data[: len(carry)] = carry
+            data = np.empty(len(carry) + chunk_bytes, dtype=np.uint8)
+            data[: len(carry)] = np.frombuffer(carry, dtype=np.uint8)
             view = memoryview(data)
             got = len(carry)
             while got < len(data) and (n := f.readinto(view[got:])):
                 got += n
+            del view
             final = got < len(data)
             if got == 0:
                 return
-            cut = got if final else data.rfind(b"\n", 0, got) + 1
+            cut = got if final else _after_last_newline(data[:got])
             if cut == 0:  # no newline in a whole block: a longer block
-                carry = bytes(data[:got])
+                carry = data[:got].tobytes()
                 chunk_bytes *= 2
                 continue
-            carry = bytes(data[cut:got])
-            del view
-            buf = np.frombuffer(data, dtype=np.uint8, count=cut)
-            nl = np.flatnonzero(buf == NL)
-            unterminated = nl.size == 0 or nl[-1] != cut - 1
-            ends = np.append(nl, cut) if unterminated else nl
-            starts = np.empty_like(ends)
-            starts[0] = 0
-            starts[1:] = ends[:-1] + 1
-            yield Chunk(buf, line, starts, ends - starts, unterminated)
-            line += len(ends)
+            carry = data[cut:got].tobytes()
+            yield data[:cut]
             if final:
                 return
+
+
+def _after_last_newline(data: np.ndarray) -> int:
+    """Offset just past the last newline of ``data`` (0 when there is none)."""
+    tail = 1 << 16
+    while True:
+        nl = np.flatnonzero(data[-tail:] == NL)
+        if nl.size:
+            return int(nl[-1]) + max(data.size - tail, 0) + 1
+        if tail >= data.size:
+            return 0
+        tail *= 4
+
+
+def chunk_of(buf: np.ndarray, first_line: int = 1, starts: np.ndarray | None = None) -> Chunk:
+    """A block of whole lines (:func:`read_blocks`) as a `Chunk`: numpy finds the lines,
+    unless their ``starts`` (offsets, from an earlier pass over the same block) are given."""
+    unterminated = buf.size == 0 or buf[-1] != NL
+    if starts is None:
+        nl = np.flatnonzero(buf == NL)
+        ends = np.append(nl, buf.size) if unterminated else nl
+        starts = np.empty_like(ends)
+        starts[0] = 0
+        starts[1:] = ends[:-1] + 1
+    else:
+        starts = starts.astype(np.int64)
+        ends = np.empty_like(starts)
+        ends[:-1] = starts[1:] - 1
+        ends[-1] = buf.size if unterminated else buf.size - 1
+    return Chunk(buf, first_line, starts, ends - starts, bool(unterminated))
 
 
 def blank_at(chunk: Chunk, rows: np.ndarray, offsets: Sequence[int], byte: int = SP) -> np.ndarray:
@@ -130,13 +173,16 @@ def blank_at(chunk: Chunk, rows: np.ndarray, offsets: Sequence[int], byte: int =
     return (chunk.buf[idx] == byte).all(axis=1)
 
 
-def candidates(chunk: Chunk, width: int) -> np.ndarray:
-    """Indexes of the terminated lines exactly ``width`` bytes long with no ``;`` in them."""
+def candidates(chunk: Chunk, width: int, semicolons: bool = True) -> np.ndarray:
+    """Indexes of the terminated lines exactly ``width`` bytes long (with ``semicolons``
+    True: and no ``;`` in them, for `read_rows`)."""
     lens = chunk.lens
     if chunk.unterminated:
         lens = lens.copy()
         lens[-1] = -1
     rows = np.flatnonzero(lens == width)
+    if not semicolons:
+        return rows
     semi = np.flatnonzero(chunk.buf == SEMI)
     if semi.size:
         bad = np.searchsorted(chunk.starts, semi, side="right") - 1

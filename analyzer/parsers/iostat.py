@@ -43,7 +43,7 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import _iostat_cols as c
-from analyzer.parsers import _iostat_fast, _iostat_json, base
+from analyzer.parsers import _iostat_fast, _iostat_json, _iostat_json_chunks, base
 from analyzer.parsers import _sysstat as s
 from analyzer.parsers import _sysstat_fast as _fast
 
@@ -72,18 +72,17 @@ def _classify(path: Path) -> pl.DataFrame:
     return classify_lines(base.read_lines(path))
 
 
-def classify_lines(lines: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
-    """``lines`` (``line_no``, ``line``) with ``kind``, ``dev_ctx`` (governing device
-    header line, 0 = none), ``prev_event`` and ``hkey`` (normalized device header)."""
+def _kind(after_avg: pl.Expr) -> pl.Expr:
+    """The kind of each line (``after_avg``: the line before it is an avg-cpu header)."""
     line = pl.col("line")
-    kind = (
+    return (
         pl.when(line.str.contains(r"^\s*$"))
         .then(pl.lit("blank"))
         .when(line.str.contains(s.BANNER_PL))
         .then(pl.lit("banner"))
         .when(line.str.contains(_AVG_HDR))
         .then(pl.lit("avg"))
-        .when(line.shift(1).str.contains(_AVG_HDR).fill_null(False) & line.str.contains(_CPU_ROW))
+        .when(after_avg & line.str.contains(_CPU_ROW))
         .then(pl.lit("cpu"))
         .when(line.str.contains(_DEV_HDR))
         .then(pl.lit("dev_hdr"))
@@ -91,33 +90,77 @@ def classify_lines(lines: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("ts"))
         .otherwise(pl.lit("other"))
     )
+
+
+def _after_avg(first: pl.Expr) -> pl.Expr:
+    """The file line right before this one is an avg-cpu header: the previous row when it
+    is the previous line (``lines`` may skip lines), else ``first``."""
+    adjacent = pl.col("line_no").shift(1) == pl.col("line_no") - 1
+    prev = pl.col("line").shift(1).str.contains(_AVG_HDR)
+    return pl.when(adjacent).then(prev).otherwise(first).fill_null(False)
+
+
+def _hkey() -> pl.Expr:
+    return (
+        pl.when(pl.col("kind") == "dev_hdr")
+        .then(pl.col("line").str.strip_chars().str.replace_all(r"\s+", " "))
+        .alias("hkey")
+    )
+
+
+def line_kinds(lines: pl.DataFrame) -> pl.DataFrame:
+    """``lines`` (``line_no``, ``line``, ``_prev_avg``: the file line before is an avg-cpu
+    header that is not among ``lines``) with ``kind`` and ``hkey``, no context."""
+    after = _after_avg(pl.lit(False)) | pl.col("_prev_avg")
+    return lines.with_columns(_kind(after).alias("kind")).with_columns(_hkey())
+
+
+def classify_lines(
+    lines: pl.LazyFrame | pl.DataFrame,
+    dev_ctx0: int = 0,
+    event0: str | None = None,
+    avg_before: bool = False,
+) -> pl.DataFrame:
+    """``lines`` (``line_no``, ``line``) with ``kind``, ``dev_ctx`` (governing device
+    header line, 0 = none), ``prev_event`` and ``hkey`` (normalized device header).
+
+    ``lines`` may skip lines (never structure): a line is a CPU row only if the line right
+    before it *in the file* is an ``avg-cpu`` header. For a run of chunks, ``dev_ctx0``/
+    ``event0`` carry the state after the previous chunk and ``avg_before`` says whether
+    the file line before the first of ``lines`` is an ``avg-cpu`` header."""
+    first = pl.lit(avg_before) & (pl.int_range(pl.len()) == 0)
     event = pl.col("kind").is_in(["ts", "avg", "dev_hdr"])
     ctx_reset = pl.col("kind").is_in(["blank", "banner", "avg", "cpu", "ts"])
+    last_event = pl.when(event).then(pl.col("kind")).forward_fill()
+    if event0 is not None:
+        prev_event = last_event.fill_null(pl.lit(event0)).shift(1, fill_value=pl.lit(event0))
+    else:
+        prev_event = last_event.shift(1)
     return (
         lines.lazy()
-        .with_columns(kind.alias("kind"))
+        .with_columns(_kind(_after_avg(first)).alias("kind"))
         .with_columns(
             pl.when(pl.col("kind") == "dev_hdr")
             .then(pl.col("line_no"))
             .when(ctx_reset)
             .then(0)
             .forward_fill()
-            .fill_null(0)
+            .fill_null(dev_ctx0)
             .alias("dev_ctx"),
-            pl.when(event).then(pl.col("kind")).forward_fill().shift(1).alias("prev_event"),
-            pl.when(pl.col("kind") == "dev_hdr")
-            .then(line.str.strip_chars().str.replace_all(r"\s+", " "))
-            .alias("hkey"),
+            prev_event.alias("prev_event"),
+            _hkey(),
         )
         .collect(engine="streaming")
     )
 
 
-def _reports(df: pl.DataFrame) -> pl.DataFrame:
+def _reports(df: pl.DataFrame, f_key: str | None = None, report0: int = 0) -> pl.DataFrame:
     """Number the reports: a report starts at a stamp, at an avg-cpu block not right after a
-    stamp, or at a device header of the file's first layout not right after either."""
-    first = df.filter(pl.col("kind") == "dev_hdr").get_column("hkey").head(1).to_list()
-    f_key = first[0] if first else ""
+    stamp, or at a device header of the file's first layout (``f_key``; by default the
+    first in ``df``) not right after either. ``report0`` reports started before ``df``."""
+    if f_key is None:
+        first = df.filter(pl.col("kind") == "dev_hdr").get_column("hkey").head(1).to_list()
+        f_key = first[0] if first else ""
     prev = pl.col("prev_event")
     start = (
         (pl.col("kind") == "ts")
@@ -128,7 +171,7 @@ def _reports(df: pl.DataFrame) -> pl.DataFrame:
             & ~prev.is_in(["ts", "avg"]).fill_null(False)
         )
     )
-    return df.with_columns((start.cast(pl.Int32).cum_sum() - 1).alias("report"))
+    return df.with_columns((start.cast(pl.Int32).cum_sum() - 1 + report0).alias("report"))
 
 
 def _device_rows(
@@ -181,11 +224,13 @@ def _device_rows(
     return typed, rows.height - typed.height
 
 
-def _cpu_rows(df: pl.DataFrame, human: bool) -> tuple[pl.DataFrame, int]:
+def _cpu_rows(df: pl.DataFrame, human: bool, hdr: str | None = None) -> tuple[pl.DataFrame, int]:
+    """avg-cpu rows against ``hdr`` (by default the first avg-cpu header of ``df``)."""
     cpu = df.filter(pl.col("kind") == "cpu")
     if cpu.height == 0:
         return pl.DataFrame(), 0
-    hdr = df.filter(pl.col("kind") == "avg").get_column("line").head(1).to_list()[0]
+    if hdr is None:
+        hdr = df.filter(pl.col("kind") == "avg").get_column("line").head(1).to_list()[0]
     names = hdr.split()[1:]
     t = cpu.with_columns(s.tokens(pl.col("line")).alias("tok")).filter(
         pl.col("tok").list.len() == len(names)
@@ -219,24 +264,17 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     if repair:
         cov.notes.append("file is not valid UTF-8: invalid bytes replaced")
     if head.lstrip().startswith("{"):
+        if path.stat().st_size >= _fast.MIN_FAST_BYTES:
+            return _iostat_json_chunks.parse(path, ctx, cov, repair)
         return _iostat_json.parse(path, ctx, cov)
     if not repair and path.stat().st_size >= _fast.MIN_FAST_BYTES:
-        done = _iostat_fast.parse(path, ctx, cov, head, _FastHooks())
+        done = _iostat_fast.parse(path, ctx, cov, head)
         if done is not None:
-            df, fast_rows, total = done
-            return _tables(df, path, ctx, cov, total, fast_rows, False, False)
+            return done
     df = _reports(_classify(path))
     sample = "\n".join(df.filter(pl.col("kind").is_in(["cpu", "other"]))["line"].head(50))
     human = bool(re.search(r"\d[.,]\d[kMGTPE%](\s|$)", sample))
-    return _tables(df, path, ctx, cov, df.height, None, human, s.uses_decimal_comma(sample))
-
-
-class _FastHooks:
-    """What :mod:`._iostat_fast` needs from this module."""
-
-    classify_lines = staticmethod(classify_lines)
-    reports = staticmethod(_reports)
-    human_re = r"\d[.,]\d[kMGTPE%](\s|$)"
+    return _tables(df, path, ctx, cov, human, s.uses_decimal_comma(sample))
 
 
 def _tables(
@@ -244,16 +282,13 @@ def _tables(
     path: Path,
     ctx: base.ParseContext,
     cov: base.Coverage,
-    total: int,
-    fast_rows: pl.DataFrame | None,
     human: bool,
     comma: bool,
 ) -> base.ParseResult:
-    """Coverage and tables from the classified lines ``df`` (all lines, or with the fast
-    path every line but the device rows in ``fast_rows``; ``total`` lines in the file)."""
-    cov.total = total
+    """Coverage and tables from the classified lines ``df`` of the whole file."""
+    cov.total = df.height
     if not s.ends_with_newline(path) and df.height:
-        last = pl.col("line_no") == total
+        last = pl.col("line_no") == df.height
         cut = last & pl.col("kind").is_in(["other", "cpu"])
         df = df.with_columns(pl.when(cut).then(pl.lit("truncated")).otherwise("kind").alias("kind"))
     counts = dict(df.group_by("kind").len().iter_rows())
@@ -275,7 +310,7 @@ def _tables(
 
     dev = df.filter((pl.col("kind") == "other") & (pl.col("dev_ctx") > 0))
     hdrs = df.filter(pl.col("kind") == "dev_hdr").select("line_no", "line", "hkey")
-    parts: list[pl.DataFrame] = [] if fast_rows is None else [fast_rows]
+    parts: list[pl.DataFrame] = []
     layouts = hdrs.unique("hkey", maintain_order=True)
     for n, (hkey, hline) in enumerate(layouts.select("hkey", "line").iter_rows()):
         ids = hdrs.filter(pl.col("hkey") == hkey).get_column("line_no")

@@ -275,7 +275,13 @@ def _parse_fast(
     table of the file's head can be read that way."""
     lines = pl.DataFrame({"line": head.split("\n")[:-1]}).with_row_index("line_no", offset=1)
     hd = classify_lines(lines, "24h")
-    gs = _mpstat_fast.groups(headers(hd).select("hkey", "line"), _PCT_COLS)
+    hdrs = headers(hd)
+    head_rows = hd.filter(pl.col("kind") == "row").join(
+        hdrs.select(pl.col("line_no").alias("hdr"), "hkey"), on="hdr", how="inner"
+    )
+    gs = _mpstat_fast.groups(
+        hdrs.select("hkey", "line"), _PCT_COLS, head_rows.select("hkey", "line")
+    )
     if not gs:
         return None
     banner_line = hd.filter(pl.col("kind") == "banner").get_column("line").head(1).to_list()
