@@ -7,6 +7,7 @@ filtered to parsed lines. Each builder returns one frame ready for ``Table.confo
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 #: v1 "unlimited" byte limits print PAGE_COUNTER_MAX * PAGE_SIZE (9223372036854771712
@@ -123,7 +124,9 @@ def cpu_long(df: pl.DataFrame) -> pl.DataFrame:
             for (f, k), (c, mul, div) in CPU_MAP.items()
         ]
     )
-    j = df.with_columns(key=pl.coalesce("key", "file")).join(m, on=["file", "key"], how="inner")
+    j = df.with_columns(key=pl.coalesce("key", "file")).join(
+        m, on=["file", "key"], how="inner", maintain_order="left"
+    )
     return j.select(
         "line_no",
         "ts",
@@ -143,38 +146,68 @@ def known_cpu_key(file: pl.Expr, key: pl.Expr) -> pl.Expr:
 
 
 def wide(long: pl.DataFrame, index: list[str], columns: list[str]) -> pl.DataFrame:
-    """Pivot (index..., column, value) to one row per index, declared columns in order."""
+    """Pivot (line_no, index..., column, value), in line order, to one row per index: its
+    first line_no and, per column, the value of its last line; rows in line order."""
     if long.is_empty():
         schema = {"line_no": pl.UInt32, **{c: long.schema[c] for c in index}}
         return pl.DataFrame(schema={**schema, **{c: pl.Int64 for c in columns if c not in schema}})
-    first = long.group_by(index, maintain_order=True).agg(pl.col("line_no").min())
-    piv = long.pivot(on="column", index=index, values="value", aggregate_function="last")
-    out = first.join(piv, on=index, how="left", nulls_equal=True).sort("line_no")
+    run = long.select(pl.struct(index).rle_id()).to_series()
+    heads = long.filter((run != run.shift(1)).fill_null(True)).select("line_no", *index)
+    if heads.select(pl.struct(index).n_unique()).item() != heads.height:
+        first = long.group_by(index, maintain_order=True).agg(pl.col("line_no").min())
+        piv = long.pivot(on="column", index=index, values="value", aggregate_function="last")
+        out = first.join(piv, on=index, how="left", nulls_equal=True).sort("line_no")
+        missing = [c for c in columns if c not in out.columns]
+        return out.with_columns(pl.lit(None, pl.Int64).alias(c) for c in missing)
+    # the lines of each index are contiguous (the sampler's order): a numpy scatter
+    names = long.get_column("column").unique(maintain_order=True).to_list()
+    cells = long.select(
+        run=run,
+        col=pl.col("column").cast(pl.Enum(names)).to_physical(),
+        value=pl.col("value").fill_null(0),
+        null=pl.col("value").is_null(),
+    ).filter(pl.struct("run", "col").is_last_distinct())
+    r, c = cells["run"].to_numpy(), cells["col"].to_numpy()
+    values = np.zeros((heads.height, len(names)), dtype=np.int64)
+    nulls = np.ones((heads.height, len(names)), dtype=bool)
+    values[r, c], nulls[r, c] = cells["value"].to_numpy(), cells["null"].to_numpy()
+    out = heads.with_columns(
+        pl.when(pl.Series(nulls[:, j])).then(None).otherwise(pl.Series(values[:, j])).alias(name)
+        for j, name in enumerate(names)
+    )
     missing = [c for c in columns if c not in out.columns]
     return out.with_columns(pl.lit(None, pl.Int64).alias(c) for c in missing)
 
 
 def deltas(
-    df: pl.DataFrame, need: list[str], exprs: dict[str, pl.Expr]
-) -> tuple[pl.DataFrame, int]:
+    df: pl.DataFrame, need: list[str], exprs: dict[str, pl.Expr], prev: pl.DataFrame | None = None
+) -> tuple[pl.DataFrame, int, pl.DataFrame]:
     """Per-interval derived columns on rows where ``need`` are non-NULL, per cgroup in ts order.
 
     ``exprs`` may use ``d_<col>`` (difference to the previous sample) and ``dt_s``. Values
     are NULL on the first sample, when ts is unknown, and on a counter reset (any
-    ``d_<col>`` < 0), whose count is returned.
+    ``d_<col>`` < 0), whose count is returned. ``prev`` holds the last sample of each
+    cgroup before ``df`` (an earlier chunk); the new one is returned third.
     """
+    cols = ["line_no", "ts", "cgroup", *need]
     sub = df.filter(
         pl.all_horizontal(pl.col(c).is_not_null() for c in need) & pl.col("ts").is_not_null()
-    )
+    ).select(cols)
+    carried = prev is not None and prev.height > 0
+    if carried:
+        sub = pl.concat([prev.with_columns(_carry=True), sub.with_columns(_carry=False)])
     sub = sub.sort(["cgroup", "ts", "line_no"], nulls_last=True).with_columns(
         *((pl.col(c) - pl.col(c).shift(1).over("cgroup")).alias(f"d_{c}") for c in need),
         dt_s=(pl.col("ts") - pl.col("ts").shift(1).over("cgroup")).dt.total_microseconds() / 1e6,
     )
+    last = sub.unique("cgroup", keep="last", maintain_order=True).select(cols)
+    if carried:
+        sub = sub.filter(~pl.col("_carry"))
     reset = pl.any_horizontal(pl.col(f"d_{c}") < 0 for c in need)
     resets = int(sub.select(reset.sum()).item() or 0)
     ok = ~reset.fill_null(True) & (pl.col("dt_s") > 0)
     sub = sub.select("line_no", *(pl.when(ok).then(e).alias(n) for n, e in exprs.items()))
-    return df.join(sub, on="line_no", how="left"), resets
+    return df.join(sub, on="line_no", how="left", maintain_order="left"), resets, last
 
 
 def shares_to_weight(shares: pl.Expr) -> pl.Expr:
@@ -245,7 +278,8 @@ def limits(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def memory_long(df: pl.DataFrame) -> pl.DataFrame:
-    """Long rows for cgroup_memory: single-value files and memory.events / oom_control."""
+    """Long rows for cgroup_memory: single-value files and memory.events / oom_control, in
+    line order (a column two lines of one sample fill takes the later line's value)."""
     m = pl.DataFrame({"file": list(MEM_SINGLE), "column": list(MEM_SINGLE.values())})
     s = df.filter(pl.col("key").is_null()).join(m, on="file", how="inner")
     v = _int(pl.col("val"))
@@ -277,7 +311,7 @@ def memory_long(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.lit("under_oom")),
         value=_int(pl.col("val")),
     )
-    return pl.concat([single, ev, oc], how="vertical_relaxed")
+    return pl.concat([single, ev, oc], how="vertical_relaxed").sort("line_no")
 
 
 def io_rows(df: pl.DataFrame) -> pl.DataFrame:

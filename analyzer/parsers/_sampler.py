@@ -80,13 +80,19 @@ def split_sampler(lf: pl.LazyFrame, line: str = "line") -> pl.LazyFrame:
         path=pl.when(ok).then(pl.col("_p").str.replace_all(r"\040", " ", literal=True)),
         raw=pl.when(ok).then(pl.col("_r").fill_null("")),
     )
-    file = pl.col("path").str.split("/").list.last()
-    lf = lf.with_columns(path_file=file).with_columns(
-        path_dir=pl.col("path")
-        .str.head(pl.col("path").str.len_chars() - pl.col("path_file").str.len_chars() - 1)
+    return lf.with_columns(path_parts(pl.col("path"))).drop("_s", "_e", "_p", "_r")
+
+
+def path_parts(path: pl.Expr) -> list[pl.Expr]:
+    """``path_file`` (last component of ``path``) and ``path_dir`` (the rest; ``/`` for
+    top-level files)."""
+    file = path.str.split("/").list.last()
+    return [
+        file.alias("path_file"),
+        path.str.head(path.str.len_chars() - file.str.len_chars() - 1)
         .replace("", "/")
-    )
-    return lf.drop("_s", "_e", "_p", "_r")
+        .alias("path_dir"),
+    ]
 
 
 def sampler_share(head: str, max_lines: int = 400) -> float:
@@ -119,12 +125,16 @@ def tally(coverage: Coverage, frame: pl.DataFrame, col: str = "why") -> None:
 
     ``coverage.total`` is increased by the number of rows, so call it once per line frame.
     """
-    counts = frame.group_by(col).len()
-    for why, n in counts.iter_rows():
-        coverage.total += n
-        if why is None:
-            coverage.parsed += n
-        elif why.startswith(STRUCTURE):
-            coverage.add_structure(why[len(STRUCTURE) :], n)
-        else:
-            coverage.add_skipped(why.removeprefix(SKIPPED), n)
+    for why, n in frame.group_by(col).len().iter_rows():
+        count(coverage, why, n)
+
+
+def count(coverage: Coverage, why: str | None, n: int) -> None:
+    """Count ``n`` lines with reason ``why`` (a :func:`reason` value; None = parsed)."""
+    coverage.total += n
+    if why is None:
+        coverage.parsed += n
+    elif why.startswith(STRUCTURE):
+        coverage.add_structure(why[len(STRUCTURE) :], n)
+    else:
+        coverage.add_skipped(why.removeprefix(SKIPPED), n)

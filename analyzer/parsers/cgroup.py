@@ -48,13 +48,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from analyzer.errors import ParseError
+from analyzer.parsers import _cgroup_build as cgb
+from analyzer.parsers import _cgroup_fast as cgf
 from analyzer.parsers import _cgroup_tables as ct
 from analyzer.parsers import _sampler as smp
+from analyzer.parsers import _sampler_stream as st
 from analyzer.parsers._cgroup_schema import TABLES
-from analyzer.parsers.base import Coverage, ParseContext, ParseResult, read_head, read_lines
+from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult, read_head
 
 __all__ = ["TABLES", "parse", "sniff"]
 
@@ -125,6 +129,15 @@ def sniff(head: str, name: str) -> float:
     return 0.0
 
 
+def cgroup_of(path_dir: pl.Expr) -> pl.Expr:
+    """The cgroup of a control file's directory: below /sys/fs/cgroup, v1 mount removed."""
+    return (
+        pl.when(path_dir.str.contains(r"^/sys/fs/cgroup(/|$)"))
+        .then(path_dir.str.extract(CGROUP_RE, 1).fill_null("/"))
+        .otherwise(path_dir)
+    )
+
+
 def _tokenize(
     lf: pl.LazyFrame, raw_kind: str | None, raw_cgroup: str | None, ctx: ParseContext
 ) -> pl.LazyFrame:
@@ -132,13 +145,9 @@ def _tokenize(
     s_ok = pl.col("s_ok")
     body = pl.when(s_ok).then(pl.col("raw")).otherwise(pl.col("line"))
     file = pl.when(s_ok).then(pl.col("path_file")).otherwise(pl.lit(raw_kind, pl.Utf8))
-    under = pl.col("path_dir").str.extract(CGROUP_RE, 1)
-    cg_path = (
-        pl.when(pl.col("path_dir").str.contains(r"^/sys/fs/cgroup(/|$)"))
-        .then(under.fill_null("/"))
-        .otherwise(pl.col("path_dir"))
+    cgroup = (
+        pl.when(s_ok).then(cgroup_of(pl.col("path_dir"))).otherwise(pl.lit(raw_cgroup, pl.Utf8))
     )
-    cgroup = pl.when(s_ok).then(cg_path).otherwise(pl.lit(raw_cgroup, pl.Utf8))
     lf = lf.with_columns(file=file, cgroup=cgroup, body=body.str.strip_chars_end())
     b, f = pl.col("body"), pl.col("file")
     # splitn + capture-free checks: capturing regexes are several times slower in polars
@@ -199,7 +208,12 @@ def _tokenize(
 
 
 def parse(path: Path, ctx: ParseContext) -> ParseResult:
-    """Parse a cgroup control-file snapshot or the capture's cgroup sampler series."""
+    """Parse a cgroup control-file snapshot or the capture's cgroup sampler series.
+
+    Read in chunks (:mod:`._sampler_stream`): well-formed sampler lines are tokenized from
+    CSV fields (:mod:`._cgroup_fast`), all others by :func:`_tokenize`; the tables are
+    built chunk by chunk (:class:`._cgroup_build.Builder`).
+    """
     cov = Coverage()
     head = read_head(path)
     hint = ctx.file_name or path.name
@@ -209,56 +223,65 @@ def parse(path: Path, ctx: ParseContext) -> ParseResult:
     m = re.search(r"(/sys/fs/cgroup(?:/[^\s]*)?)/[^/]*$", hint)
     if m:
         raw_cgroup = pl.select(pl.lit(m.group(1)).str.extract(CGROUP_RE, 1).fill_null("/")).item()
-    cols = ["line_no", "ts", "cgroup", "file", "key", "val", "val2", "device", "kv", "why"]
-    df = (
-        _tokenize(read_lines(path), raw_kind, raw_cgroup, ctx)
-        .select(cols)
-        .collect(engine="streaming")
-    )
-    smp.tally(cov, df)
+    out = st.Output(path, ctx.sink, TABLES)
+    build = cgb.Builder(TABLES)
+    timeless = unplaced = done = False
+    for chunk in st.iter_chunks(path, st.chunk_size(path)):
+        tok = _chunk_tokens(chunk, ctx, cov, raw_kind, raw_cgroup)
+        timeless = timeless or bool(tok["ts"].null_count())
+        unplaced = unplaced or bool(tok["cgroup"].null_count())
+        out.emit(build.add(tok, final=chunk.last), cov.parsed)
+        done = chunk.last
+    if not done:  # no chunk (empty file)
+        out.emit(build.add(pl.DataFrame(schema=_TOKENS), final=True), cov.parsed)
     if cov.parsed == 0 and cov.n_skipped > 0 and not sampled and raw_kind is None:
         raise ParseError(f"{path.name}: not a recognisable cgroup control file")
-    ok = df.filter(pl.col("why").is_null()).drop("why")
-    tables = _build(ok, cov)
-    if ok.height and ok["ts"].null_count():
+    if build.resets:
+        cov.notes.append(f"{build.resets} cgroup cpu counter reset(s): derived values NULL there")
+    if timeless:
         cov.notes.append("snapshot without timestamp: ts is NULL")
-    if ok.height and ok["cgroup"].null_count():
+    if unplaced:
         cov.notes.append("cgroup path unknown (no /sys/fs/cgroup path in the name): cgroup is NULL")
     if not sampled and raw_kind:
         cov.notes.append(f"file kind: {raw_kind}")
     return ParseResult(
-        tables=tables, coverage=cov, meta={"cgroup_file": raw_kind} if raw_kind else {}
+        tables=out.result(), coverage=cov, meta={"cgroup_file": raw_kind} if raw_kind else {}
     )
 
 
-def _build(ok: pl.DataFrame, cov: Coverage) -> dict[str, pl.LazyFrame]:
-    derived = ("throttled_pct", "throttled_ms_per_s", "usage_pct")
-    cpu_cols = [c.name for c in TABLES["cgroup_cpu"].columns if c.name not in derived]
-    cpu = ct.wide(ct.cpu_long(ok), ["ts", "cgroup"], cpu_cols)
-    cpu, r1 = ct.deltas(
-        cpu,
-        ["nr_periods", "nr_throttled", "throttled_usec"],
-        {
-            "throttled_pct": pl.when(pl.col("d_nr_periods") > 0).then(
-                100.0 * pl.col("d_nr_throttled") / pl.col("d_nr_periods")
-            ),
-            "throttled_ms_per_s": pl.col("d_throttled_usec") / 1000.0 / pl.col("dt_s"),
-        },
-    )
-    cpu, r2 = ct.deltas(
-        cpu, ["usage_usec"], {"usage_pct": 100.0 * pl.col("d_usage_usec") / (pl.col("dt_s") * 1e6)}
-    )
-    if r1 or r2:
-        cov.notes.append(f"{r1 + r2} cgroup cpu counter reset(s): derived values NULL there")
-    mem_cols = [c.name for c in TABLES["cgroup_memory"].columns]
-    mem = ct.wide(ct.memory_long(ok), ["ts", "cgroup"], mem_cols)
-    mstat = ok.filter(pl.col("file").is_in(ct.MEM_KEYED)).select(
-        "ts", "cgroup", "file", "key", value=pl.col("val").cast(pl.Int64, strict=False)
-    )
-    return {
-        "cgroup_cpu": TABLES["cgroup_cpu"].conform(cpu),
-        "cgroup_memory": TABLES["cgroup_memory"].conform(mem),
-        "cgroup_memory_stat": TABLES["cgroup_memory_stat"].conform(mstat),
-        "cgroup_io": TABLES["cgroup_io"].conform(ct.io_rows(ok)),
-        "cgroup_limits": TABLES["cgroup_limits"].conform(ct.limits(ok)),
-    }
+_TOKENS = {
+    "line_no": pl.UInt32(),
+    "ts": TS,
+    **{c: pl.String() for c in ("cgroup", "file", "key", "val", "val2", "device", "kv")},
+}
+
+
+def _chunk_tokens(
+    chunk: st.Chunk, ctx: ParseContext, cov: Coverage, raw_kind: str | None, raw_cgroup: str | None
+) -> pl.DataFrame:
+    """Tokens of the parsed lines of one chunk (``_TOKENS``, line order); lines counted."""
+    clean = st.is_clean(chunk, ctx.max_line_bytes, forbid=b"+")
+    got = st.fields(chunk, cgf.FIELDS) if clean and raw_kind is None else None
+    if got is None:
+        return _rest_tokens(st.text_lines(chunk, clean=clean), ctx, cov, raw_kind, raw_cgroup)
+    tok, counts, rest = cgf.tokens(chunk, *got, cgroup_of(pl.col("path_dir")))
+    for why, n in counts.items():
+        smp.count(cov, why, n)
+    if not rest.any():
+        return tok
+    lines = st.text_lines(chunk, np.flatnonzero(rest))
+    more = _rest_tokens(lines, ctx, cov, raw_kind, raw_cgroup)
+    return pl.concat([tok, more]).sort("line_no")
+
+
+def _rest_tokens(
+    lines: pl.DataFrame,
+    ctx: ParseContext,
+    cov: Coverage,
+    raw_kind: str | None,
+    raw_cgroup: str | None,
+) -> pl.DataFrame:
+    """Tokens of text lines (``line_no``, ``line``) by the regular expressions."""
+    df = _tokenize(lines.lazy(), raw_kind, raw_cgroup, ctx).select(*_TOKENS, "why").collect()
+    smp.tally(cov, df)
+    return df.filter(pl.col("why").is_null()).drop("why")

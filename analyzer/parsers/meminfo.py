@@ -33,11 +33,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import _sampler as smp
-from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult, read_lines, table
+from analyzer.parsers import _sampler_stream as st
+from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult, table
 
 TABLES = {
     "meminfo": table(
@@ -68,9 +70,78 @@ def sniff(head: str, name: str) -> float:
 
 
 def parse(path: Path, ctx: ParseContext) -> ParseResult:
-    """Parse a meminfo snapshot or sampler series (see module doc)."""
+    """Parse a meminfo snapshot or sampler series (see module doc).
+
+    Read in chunks (:mod:`._sampler_stream`): well-formed sampler lines are typed from
+    CSV fields, all others go through the line expressions of :func:`_rest_rows`.
+    """
     cov = Coverage()
-    lf = smp.split_sampler(read_lines(path))
+    out = st.Output(path, ctx.sink, TABLES)
+    timeless = False
+    for chunk in st.iter_chunks(path, st.chunk_size(path)):
+        rows = _chunk_rows(chunk, ctx, cov)
+        timeless = timeless or bool(rows["ts"].null_count())
+        out.emit({"meminfo": rows}, cov.parsed)
+    if cov.parsed == 0 and cov.n_skipped > 0:
+        raise ParseError(f"{path.name}: no /proc/meminfo line found")
+    if timeless:
+        cov.notes.append("snapshot without timestamp: ts is NULL")
+    return ParseResult(tables=out.result(), coverage=cov)
+
+
+_FIELDS = {
+    "e": pl.String(),
+    "p": pl.String(),
+    "k": pl.String(),
+    "v": pl.Int64(),
+    "u": pl.String(),
+    "x": pl.String(),
+}
+
+
+def _chunk_rows(chunk: st.Chunk, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
+    """The meminfo rows of one chunk (``line_no`` first), its lines counted into ``cov``."""
+    clean = st.is_clean(chunk, ctx.max_line_bytes, forbid=b"+-")
+    got = st.fields(chunk, _FIELDS, pad_after_colon=True) if clean else None
+    if got is None:
+        return _rest_rows(st.text_lines(chunk, clean=clean).lazy(), ctx, cov)
+    f, bad = got
+    run, runs = st.prefix_runs(
+        f,
+        file_ok=pl.col("path_file").eq("meminfo"),
+        node=pl.col("path").str.extract(r"/node(\d+)/meminfo$", 1).cast(pl.Int32, strict=False),
+    )
+    runs = runs.with_columns(ok=pl.col("s_ok") & pl.col("file_ok"))
+    keys = f.get_column("k").unique().drop_nulls()
+    good_keys = keys.filter(keys.str.contains(r"^[A-Za-z][A-Za-z0-9_()]*:$"))
+    ok = (
+        runs.get_column("ok").gather(run)
+        & f.get_column("k").is_in(good_keys.implode())
+        & f.get_column("v").is_not_null()
+        & (f.get_column("u").is_null() | f.get_column("u").eq("kB"))
+        & f.get_column("x").is_null()
+        & pl.Series(~bad)
+    ).fill_null(False)
+    at = run.filter(ok)
+    fast = f.filter(ok).select(
+        chunk.line_nos(np.flatnonzero(ok.to_numpy())),
+        runs.get_column("ts").gather(at),
+        runs.get_column("node").gather(at),
+        key=pl.col("k").str.head(-1),
+        value_kb=pl.when(pl.col("u").is_not_null()).then(pl.col("v")),
+        count=pl.when(pl.col("u").is_null()).then(pl.col("v")),
+    )
+    cov.total += fast.height
+    cov.parsed += fast.height
+    if fast.height == chunk.n:
+        return fast
+    rest = st.text_lines(chunk, np.flatnonzero(~ok.to_numpy()))
+    return pl.concat([fast, _rest_rows(rest.lazy(), ctx, cov)]).sort("line_no")
+
+
+def _rest_rows(lines: pl.LazyFrame, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
+    """Rows from text lines (``line_no``, ``line``): any input, raw or sampled."""
+    lf = smp.split_sampler(lines)
     body = pl.when(pl.col("s_ok")).then(pl.col("raw")).otherwise(pl.col("line"))
     g = body.str.extract_groups(LINE_RE)
     node_from_path = pl.col("path").str.extract(r"/node(\d+)/meminfo$", 1)
@@ -90,19 +161,14 @@ def parse(path: Path, ctx: ParseContext) -> ParseResult:
         .when(pl.col("key").is_null())
         .then(pl.lit(smp.reason("skipped", "not a meminfo line")))
     )
-    df = tok.select("ts", "node", "key", "value", "unit", "why").collect(engine="streaming")
+    df = tok.select("line_no", "ts", "node", "key", "value", "unit", "why").collect()
     smp.tally(cov, df)
-    rows = df.filter(pl.col("why").is_null())
     value = pl.col("value").cast(pl.Int64, strict=False)
-    out = rows.select(
-        pl.col("ts"),
+    return df.filter(pl.col("why").is_null()).select(
+        "line_no",
+        "ts",
         pl.col("node").cast(pl.Int32, strict=False),
-        pl.col("key"),
+        "key",
         value_kb=pl.when(pl.col("unit").is_not_null()).then(value),
         count=pl.when(pl.col("unit").is_null()).then(value),
     )
-    if cov.parsed == 0 and cov.n_skipped > 0:
-        raise ParseError(f"{path.name}: no /proc/meminfo line found")
-    if out.height and out["ts"].null_count():
-        cov.notes.append("snapshot without timestamp: ts is NULL")
-    return ParseResult(tables={"meminfo": TABLES["meminfo"].conform(out)}, coverage=cov)

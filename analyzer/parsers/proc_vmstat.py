@@ -37,11 +37,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import _sampler as smp
-from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult, read_lines, table
+from analyzer.parsers import _sampler_stream as st
+from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult, table
 
 TABLES = {
     "proc_vmstat": table(
@@ -88,9 +90,84 @@ def sniff(head: str, name: str) -> float:
 
 
 def parse(path: Path, ctx: ParseContext) -> ParseResult:
-    """Parse a /proc/vmstat snapshot or sampler series (see module doc)."""
+    """Parse a /proc/vmstat snapshot or sampler series (see module doc).
+
+    Read in chunks (:mod:`._sampler_stream`): well-formed sampler lines are typed from
+    CSV fields, all others go through the line expressions of :func:`_rest_rows`; the
+    last sample of every (node, key) carries over to the next chunk for the rates.
+    """
     cov = Coverage()
-    lf = smp.split_sampler(read_lines(path))
+    out = st.Output(path, ctx.sink, TABLES)
+    prev = pl.DataFrame(schema=_ROW)
+    resets, timeless = 0, False
+    for chunk in st.iter_chunks(path, st.chunk_size(path)):
+        rows = _chunk_rows(chunk, ctx, cov).filter(pl.col("value").is_not_null())
+        rows = rows.with_columns(counter=is_counter(pl.col("key")))
+        rows, prev, n = _rates(rows, prev)
+        resets += n
+        timeless = timeless or bool(rows["ts"].null_count())
+        out.emit({"proc_vmstat": rows}, cov.parsed)
+    if cov.parsed == 0 and cov.n_skipped > 0:
+        raise ParseError(f"{path.name}: no /proc/vmstat line found")
+    if resets:
+        cov.notes.append(f"{resets} counter reset(s) (value went down): rate_per_s NULL there")
+    if timeless:
+        cov.notes.append("snapshot without timestamp: ts is NULL, no rates")
+    return ParseResult(tables=out.result(), coverage=cov)
+
+
+_FIELDS = {"e": pl.String(), "p": pl.String(), "k": pl.String(), "v": pl.Int64(), "x": pl.String()}
+_ROW = {
+    "line_no": pl.UInt32(),
+    "ts": TS,
+    "node": pl.Int32(),
+    "key": pl.String(),
+    "value": pl.Int64(),
+    "counter": pl.Boolean(),
+}
+
+
+def _chunk_rows(chunk: st.Chunk, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
+    """Rows (line_no, ts, node, key, value) of one chunk, its lines counted into ``cov``."""
+    clean = st.is_clean(chunk, ctx.max_line_bytes, forbid=b"+")
+    got = st.fields(chunk, _FIELDS) if clean else None
+    if got is None:
+        return _rest_rows(st.text_lines(chunk, clean=clean).lazy(), ctx, cov)
+    f, bad = got
+    run, runs = st.prefix_runs(
+        f,
+        file_ok=pl.col("path_file").eq("vmstat"),
+        node=pl.col("path").str.extract(r"/node(\d+)/vmstat$", 1).cast(pl.Int32, strict=False),
+    )
+    runs = runs.with_columns(ok=pl.col("s_ok") & pl.col("file_ok"))
+    keys = f.get_column("k").unique().drop_nulls()
+    good_keys = keys.filter(keys.str.contains(r"^[a-z][a-z0-9_]*$"))
+    ok = (
+        runs.get_column("ok").gather(run)
+        & f.get_column("k").is_in(good_keys.implode())
+        & f.get_column("v").is_not_null()
+        & f.get_column("x").is_null()
+        & pl.Series(~bad)
+    ).fill_null(False)
+    at = run.filter(ok)
+    fast = f.filter(ok).select(
+        chunk.line_nos(np.flatnonzero(ok.to_numpy())),
+        runs.get_column("ts").gather(at),
+        runs.get_column("node").gather(at),
+        key="k",
+        value="v",
+    )
+    cov.total += fast.height
+    cov.parsed += fast.height
+    if fast.height == chunk.n:
+        return fast
+    rest = st.text_lines(chunk, np.flatnonzero(~ok.to_numpy()))
+    return pl.concat([fast, _rest_rows(rest.lazy(), ctx, cov)]).sort("line_no")
+
+
+def _rest_rows(lines: pl.LazyFrame, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
+    """Rows from text lines (``line_no``, ``line``): any input, raw or sampled."""
+    lf = smp.split_sampler(lines)
     body = pl.when(pl.col("s_ok")).then(pl.col("raw")).otherwise(pl.col("line"))
     g = body.str.extract_groups(LINE_RE)
     tok = lf.with_columns(
@@ -107,46 +184,62 @@ def parse(path: Path, ctx: ParseContext) -> ParseResult:
         .when(pl.col("key").is_null())
         .then(pl.lit(smp.reason("skipped", "not a /proc/vmstat line")))
     )
-    df = tok.select("line_no", "ts", "node", "key", "value", "why").collect(engine="streaming")
+    df = tok.select("line_no", "ts", "node", "key", "value", "why").collect()
     smp.tally(cov, df)
-    if cov.parsed == 0 and cov.n_skipped > 0:
-        raise ParseError(f"{path.name}: no /proc/vmstat line found")
-    out = (
-        df.filter(pl.col("why").is_null())
-        .select(
-            "line_no",
-            "ts",
-            pl.col("node").cast(pl.Int32, strict=False),
-            "key",
-            pl.col("value").cast(pl.Int64, strict=False),
-            counter=is_counter(pl.col("key")),
-        )
-        .filter(pl.col("value").is_not_null())
+    return df.filter(pl.col("why").is_null()).select(
+        "line_no",
+        "ts",
+        pl.col("node").cast(pl.Int32, strict=False),
+        "key",
+        pl.col("value").cast(pl.Int64, strict=False),
     )
-    out, resets = _rates(out)
-    if resets:
-        cov.notes.append(f"{resets} counter reset(s) (value went down): rate_per_s NULL there")
-    if out.height and out["ts"].null_count():
-        cov.notes.append("snapshot without timestamp: ts is NULL, no rates")
-    return ParseResult(tables={"proc_vmstat": TABLES["proc_vmstat"].conform(out)}, coverage=cov)
 
 
-def _rates(df: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """Add ``rate_per_s`` per (node, key) in file order; return the frame and #resets.
+def _rates(df: pl.DataFrame, prev: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """Add ``rate_per_s`` per (node, key) in file order, after the rows ``prev`` (the last
+    row of every (node, key) so far). Returns the frame, the new ``prev`` and #resets.
 
     Samplers write in time order, so no sort is needed; a step back in time gives
-    Δts <= 0 and a NULL rate.
+    Δts <= 0 and a NULL rate. The sampler prints the same keys in the same order every
+    sample: when the rows repeat with a period of K distinct keys, the previous sample of
+    a key is simply K rows up (checked, else a group-wise shift).
     """
-    keys = ["node", "key"]
+    both = pl.concat([prev, df.select(*_ROW)]) if prev.height else df.select(*_ROW)
+    period = _period(both)
+    if period:
+        value, ts = pl.col("value").shift(period), pl.col("ts").shift(period)
+        last = both.tail(period)
+    else:
+        keys = ["node", "key"]
+        value, ts = pl.col("value").shift(1).over(keys), pl.col("ts").shift(1).over(keys)
+        last = both.unique(subset=keys, keep="last", maintain_order=True)
     timed = pl.col("ts").is_not_null()
-    df = df.with_columns(
-        dv=pl.when(timed).then(pl.col("value") - pl.col("value").shift(1).over(keys)),
-        dt=(pl.col("ts") - pl.col("ts").shift(1).over(keys)).dt.total_microseconds() / 1e6,
+    rated = both.with_columns(
+        dv=pl.when(timed).then(pl.col("value") - value),
+        dt=(pl.col("ts") - ts).dt.total_microseconds() / 1e6,
     ).with_columns(
         rate_per_s=pl.when(pl.col("counter") & (pl.col("dv") >= 0) & (pl.col("dt") > 0)).then(
             pl.col("dv") / pl.col("dt")
         ),
         reset=pl.col("counter") & (pl.col("dv") < 0) & pl.col("dt").is_not_null(),
     )
-    resets = int(df["reset"].sum())
-    return df.drop("dv", "dt", "reset"), resets
+    rated = rated.slice(prev.height)
+    resets = int(rated["reset"].sum())
+    return rated.drop("dv", "dt", "reset"), last, resets
+
+
+def _period(df: pl.DataFrame) -> int:
+    """K when the (node, key) of row i is that of row i - K for every row and the first K
+    rows are distinct (then row i - K is the previous row of the same key); else 0."""
+    if df.height < 2:
+        return 0
+    key, node = df.get_column("key"), df.get_column("node")
+    again = (key.slice(1) == key[0]).arg_true()
+    k = int(again[0]) + 1 if again.len() else df.height
+    head = df.head(k).select(pl.struct("node", "key").n_unique()).item()
+    if head != k:
+        return 0
+    if k == df.height:
+        return k
+    same = (key.slice(k) == key.head(-k)) & node.slice(k).eq_missing(node.head(-k))
+    return k if same.all() else 0
