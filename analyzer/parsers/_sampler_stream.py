@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from analyzer.parsers import _sampler as smp
-from analyzer.parsers.base import Table
+from analyzer.parsers.base import Coverage, ParseContext, Table
 
 Sink = Callable[[str, pl.DataFrame], None]
 
@@ -259,6 +259,66 @@ def text_lines(chunk: Chunk, idx: np.ndarray | None = None, clean: bool = True) 
     if "\r" in text:  # scan_lines drops one CR before a newline, read_lines one more
         out = out.with_columns(pl.col("line").str.strip_suffix("\r").str.strip_suffix("\r"))
     return out if idx.size == chunk.n else out[idx]
+
+
+def key_value_rows(
+    chunk: Chunk,
+    ctx: ParseContext,
+    cov: Coverage,
+    *,
+    schema: dict[str, pl.DataType],
+    file: str,
+    key_re: str,
+    forbid: bytes,
+    columns: dict[str, pl.Expr],
+    rest: Callable[[pl.LazyFrame, ParseContext, Coverage], pl.DataFrame],
+    extra_ok: Callable[[pl.DataFrame], pl.Series] | None = None,
+    pad_after_colon: bool = False,
+) -> pl.DataFrame:
+    """Rows of one chunk of a ``<key> <value>`` sampler file (meminfo, /proc/vmstat).
+
+    Lines of the exact canonical shape — ``<epoch> <path>/[nodeN/]<file> <key> <value>``,
+    key matching ``key_re``, nothing after the value, ``extra_ok`` true — are typed from
+    their CSV fields (``schema``: e, p, k, v, x and any extra field) and become
+    ``line_no, ts, node`` plus ``columns`` (expressions over the fields). Every other line
+    goes through ``rest``, the parser's regular expressions. Result ordered by line_no;
+    every line counted into ``cov``.
+    """
+    clean = is_clean(chunk, ctx.max_line_bytes, forbid=forbid)
+    got = fields(chunk, schema, pad_after_colon=pad_after_colon) if clean else None
+    if got is None:
+        return rest(text_lines(chunk, clean=clean).lazy(), ctx, cov)
+    f, bad = got
+    run, runs = prefix_runs(
+        f,
+        file_ok=pl.col("path_file").eq(file),
+        node=pl.col("path").str.extract(rf"/node(\d+)/{file}$", 1).cast(pl.Int32, strict=False),
+    )
+    keys = f.get_column("k").unique().drop_nulls()
+    good_keys = keys.filter(keys.str.contains(key_re))
+    ok = (
+        (runs.get_column("s_ok") & runs.get_column("file_ok")).gather(run)
+        & f.get_column("k").is_in(good_keys.implode())
+        & f.get_column("v").is_not_null()
+        & f.get_column("x").is_null()
+        & pl.Series(~bad)
+    )
+    if extra_ok is not None:
+        ok = ok & extra_ok(f)
+    ok = ok.fill_null(False)
+    at = run.filter(ok)
+    fast = f.filter(ok).select(
+        chunk.line_nos(np.flatnonzero(ok.to_numpy())),
+        runs.get_column("ts").gather(at),
+        runs.get_column("node").gather(at),
+        **columns,
+    )
+    cov.total += fast.height
+    cov.parsed += fast.height
+    if fast.height == chunk.n:
+        return fast
+    other = text_lines(chunk, np.flatnonzero(~ok.to_numpy()))
+    return pl.concat([fast, rest(other.lazy(), ctx, cov)]).sort("line_no")
 
 
 class Output:

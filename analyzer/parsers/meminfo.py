@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
 from analyzer.errors import ParseError
@@ -101,42 +100,14 @@ _FIELDS = {
 
 def _chunk_rows(chunk: st.Chunk, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
     """The meminfo rows of one chunk (``line_no`` first), its lines counted into ``cov``."""
-    clean = st.is_clean(chunk, ctx.max_line_bytes, forbid=b"+-")
-    got = st.fields(chunk, _FIELDS, pad_after_colon=True) if clean else None
-    if got is None:
-        return _rest_rows(st.text_lines(chunk, clean=clean).lazy(), ctx, cov)
-    f, bad = got
-    run, runs = st.prefix_runs(
-        f,
-        file_ok=pl.col("path_file").eq("meminfo"),
-        node=pl.col("path").str.extract(r"/node(\d+)/meminfo$", 1).cast(pl.Int32, strict=False),
-    )
-    runs = runs.with_columns(ok=pl.col("s_ok") & pl.col("file_ok"))
-    keys = f.get_column("k").unique().drop_nulls()
-    good_keys = keys.filter(keys.str.contains(r"^[A-Za-z][A-Za-z0-9_()]*:$"))
-    ok = (
-        runs.get_column("ok").gather(run)
-        & f.get_column("k").is_in(good_keys.implode())
-        & f.get_column("v").is_not_null()
-        & (f.get_column("u").is_null() | f.get_column("u").eq("kB"))
-        & f.get_column("x").is_null()
-        & pl.Series(~bad)
-    ).fill_null(False)
-    at = run.filter(ok)
-    fast = f.filter(ok).select(
-        chunk.line_nos(np.flatnonzero(ok.to_numpy())),
-        runs.get_column("ts").gather(at),
-        runs.get_column("node").gather(at),
-        key=pl.col("k").str.head(-1),
-        value_kb=pl.when(pl.col("u").is_not_null()).then(pl.col("v")),
-        count=pl.when(pl.col("u").is_null()).then(pl.col("v")),
-    )
-    cov.total += fast.height
-    cov.parsed += fast.height
-    if fast.height == chunk.n:
-        return fast
-    rest = st.text_lines(chunk, np.flatnonzero(~ok.to_numpy()))
-    return pl.concat([fast, _rest_rows(rest.lazy(), ctx, cov)]).sort("line_no")
+    return st.key_value_rows(
+        chunk, ctx, cov, schema=_FIELDS, file="meminfo", key_re=r"^[A-Za-z][A-Za-z0-9_()]*:$",
+        forbid=b"+-", pad_after_colon=True, rest=_rest_rows,
+        extra_ok=lambda f: f.get_column("u").is_null() | f.get_column("u").eq("kB"),
+        columns={"key": pl.col("k").str.head(-1),
+                 "value_kb": pl.when(pl.col("u").is_not_null()).then(pl.col("v")),
+                 "count": pl.when(pl.col("u").is_null()).then(pl.col("v"))},
+    )  # fmt: skip
 
 
 def _rest_rows(lines: pl.LazyFrame, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:

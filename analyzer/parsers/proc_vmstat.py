@@ -37,7 +37,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
 from analyzer.errors import ParseError
@@ -129,40 +128,10 @@ _ROW = {
 
 def _chunk_rows(chunk: st.Chunk, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
     """Rows (line_no, ts, node, key, value) of one chunk, its lines counted into ``cov``."""
-    clean = st.is_clean(chunk, ctx.max_line_bytes, forbid=b"+")
-    got = st.fields(chunk, _FIELDS) if clean else None
-    if got is None:
-        return _rest_rows(st.text_lines(chunk, clean=clean).lazy(), ctx, cov)
-    f, bad = got
-    run, runs = st.prefix_runs(
-        f,
-        file_ok=pl.col("path_file").eq("vmstat"),
-        node=pl.col("path").str.extract(r"/node(\d+)/vmstat$", 1).cast(pl.Int32, strict=False),
-    )
-    runs = runs.with_columns(ok=pl.col("s_ok") & pl.col("file_ok"))
-    keys = f.get_column("k").unique().drop_nulls()
-    good_keys = keys.filter(keys.str.contains(r"^[a-z][a-z0-9_]*$"))
-    ok = (
-        runs.get_column("ok").gather(run)
-        & f.get_column("k").is_in(good_keys.implode())
-        & f.get_column("v").is_not_null()
-        & f.get_column("x").is_null()
-        & pl.Series(~bad)
-    ).fill_null(False)
-    at = run.filter(ok)
-    fast = f.filter(ok).select(
-        chunk.line_nos(np.flatnonzero(ok.to_numpy())),
-        runs.get_column("ts").gather(at),
-        runs.get_column("node").gather(at),
-        key="k",
-        value="v",
-    )
-    cov.total += fast.height
-    cov.parsed += fast.height
-    if fast.height == chunk.n:
-        return fast
-    rest = st.text_lines(chunk, np.flatnonzero(~ok.to_numpy()))
-    return pl.concat([fast, _rest_rows(rest.lazy(), ctx, cov)]).sort("line_no")
+    return st.key_value_rows(
+        chunk, ctx, cov, schema=_FIELDS, file="vmstat", key_re=r"^[a-z][a-z0-9_]*$",
+        forbid=b"+", rest=_rest_rows, columns={"key": pl.col("k"), "value": pl.col("v")},
+    )  # fmt: skip
 
 
 def _rest_rows(lines: pl.LazyFrame, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
