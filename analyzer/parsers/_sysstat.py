@@ -118,6 +118,20 @@ def parse_date(text: str) -> date | None:
         return None
 
 
+def _clock_seconds(h: pl.Expr, mi: pl.Expr, s: pl.Expr, ampm: pl.Expr) -> pl.Expr:
+    """Seconds of day (Int32) of hour, minute, second and an optional ``A``/``P`` marker
+    (12-hour clock: 12 AM is 0 h, 12 PM is 12 h); NULL when out of range."""
+    h24 = (
+        pl.when(ampm.is_null())
+        .then(h)
+        .when(ampm == "A")
+        .then(pl.when(h == 12).then(0).otherwise(h))
+        .otherwise(pl.when(h == 12).then(12).otherwise(h + 12))
+    )
+    valid = (h24 < 24) & (mi < 60) & (s < 61)
+    return pl.when(valid).then(h24 * 3600 + mi * 60 + s).otherwise(None).cast(pl.Int32)
+
+
 def seconds_of_day(token: pl.Expr) -> pl.Expr:
     """``HH:MM:SS`` with optional ``AM``/``PM`` as Int32 seconds of day (NULL when invalid).
     The regex runs once per token (its groups are fields of one match)."""
@@ -125,16 +139,7 @@ def seconds_of_day(token: pl.Expr) -> pl.Expr:
     h = f("1").cast(pl.Int32, strict=False)
     mi = f("2").cast(pl.Int32, strict=False)
     s = f("3").cast(pl.Int32, strict=False)
-    ap = f("4").str.to_uppercase()
-    h24 = (
-        pl.when(ap.is_null())
-        .then(h)
-        .when(ap == "A")
-        .then(pl.when(h == 12).then(0).otherwise(h))
-        .otherwise(pl.when(h == 12).then(12).otherwise(h + 12))
-    )
-    valid = (h24 < 24) & (mi < 60) & (s < 61)
-    sec = pl.when(valid).then(h24 * 3600 + mi * 60 + s).otherwise(None).cast(pl.Int32)
+    sec = _clock_seconds(h, mi, s, f("4").str.to_uppercase())
     out = token.str.extract_groups(TIME_RE).struct.with_fields(_sec=sec).struct.field("_sec")
     return out.alias("1")  # the name it always had (its first group)
 
@@ -309,20 +314,7 @@ def stamp_to_utc(text: pl.Expr, tz: str | None) -> pl.Expr:
     )
     d = pl.when(sep == "-").then(c).when(sep == ".").then(a).when(slash_dmy).then(a).otherwise(b)
     y = pl.when(y < 70).then(y + 2000).when(y < 100).then(y + 1900).otherwise(y)
-    h, mi, sc, ap = num("5"), num("6"), num("7"), f("8").str.to_uppercase()
-    h24 = (
-        pl.when(ap.is_null())
-        .then(h)
-        .when(ap == "A")
-        .then(pl.when(h == 12).then(0).otherwise(h))
-        .otherwise(pl.when(h == 12).then(12).otherwise(h + 12))
-    )
-    sec = (
-        pl.when((h24 < 24) & (mi < 60) & (sc < 61))
-        .then(h24 * 3600 + mi * 60 + sc)
-        .otherwise(None)
-        .cast(pl.Int32)
-    )
+    sec = _clock_seconds(num("5"), num("6"), num("7"), f("8").str.to_uppercase())
     parts = text.str.extract_groups(_STAMP_PARTS).struct.with_fields(
         _day=pl.format("{}-{}-{}", y, mo, d).str.to_date("%Y-%-m-%-d", strict=False),
         _sec=sec,
