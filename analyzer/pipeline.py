@@ -251,7 +251,7 @@ def _parse_one(
     written: list[str] = []
 
     def sink(name: str, frame: Any) -> None:  # big files stream their rows chunk by chunk
-        n = store.write(name, frame, item.file.rel)
+        n = store.append(name, frame, item.file.rel)
         tables[name] = tables.get(name, 0) + n
         if name not in written:
             written.append(name)
@@ -262,6 +262,7 @@ def _parse_one(
         result.coverage.check()
         for name, frame in result.tables.items():
             sink(name, frame)
+        store.flush(item.file.rel)
     except ParseError as e:
         _discard(store, written, item.file.rel, tables)
         row |= {"status": "failed", "reason": str(e)}

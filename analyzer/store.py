@@ -14,6 +14,7 @@ from typing import Any
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from analyzer import sqlmacros
 from analyzer.findings import CHAINS, DETECTOR_STATUS, FINDING_EVIDENCE, FINDING_LOG_LINES, FINDINGS
@@ -23,6 +24,12 @@ from analyzer.signals import SIGNAL_SOURCES, SIGNALS
 
 #: DuckDB's buffer budget for a ``--db`` file (the in-memory default is 80 % of RAM).
 FILE_DB_MEMORY_LIMIT = "1GB"
+
+#: A streamed file's rows are written once this many are waiting (or BULK_BYTES of them):
+#: DuckDB appends rows in groups of 122 880, and an INSERT of fewer rows costs 2-4x the
+#: CPU per row of one that fills several groups (docs/performance.md).
+BULK_ROWS = 1_000_000
+BULK_BYTES = 96 << 20
 
 SOURCE_FILE_DOC = "bundle-relative path of the input file the row came from (added by the store)"
 
@@ -128,50 +135,108 @@ class Store:
         self._tables = declared_tables()
         self._created: set[str] = set()
         self._lock = threading.Lock()
+        self._local = threading.local()  # one DuckDB cursor per parse thread
+        self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._pending: dict[tuple[str, str], list[Any]] = {}  # (table, file) -> Arrow parts
+        self._pending_lock = threading.Lock()
 
     def write(self, name: str, frame: pl.DataFrame | pl.LazyFrame, source_file: str | None) -> int:
         """Append ``frame`` to table ``name`` after conforming it to the declared schema.
 
-        Returns the number of rows written.
+        Returns the number of rows written. The rows are visible to queries at once.
         """
+        arrow = self._arrow(name, frame)
+        with self._lock:  # the main connection; parse threads use their own cursors
+            return self._insert(self.con, name, arrow, source_file)
+
+    def append(self, name: str, frame: pl.DataFrame | pl.LazyFrame, source_file: str) -> int:
+        """Like `write` for the rows of a file being parsed: they wait, per table and file,
+        until enough have come for one bulk insert or `flush(source_file)` is called.
+
+        Safe to call from several threads at once for different files (each thread
+        inserts through its own DuckDB cursor). Returns the number of rows taken.
+        """
+        arrow = self._arrow(name, frame)
+        with self._pending_lock:
+            parts = self._pending.setdefault((name, source_file), [])
+        parts.append(arrow)
+        if (
+            sum(p.num_rows for p in parts) >= BULK_ROWS
+            or sum(p.nbytes for p in parts) >= BULK_BYTES
+        ):
+            self._flush_table(name, source_file)
+        return arrow.num_rows
+
+    def flush(self, source_file: str) -> None:
+        """Insert every row of ``source_file`` still waiting (call when its parse ends)."""
+        with self._pending_lock:
+            keys = [key for key in self._pending if key[1] == source_file]
+        for name, src in keys:
+            self._flush_table(name, src)
+
+    def _flush_table(self, name: str, source_file: str) -> None:
+        with self._pending_lock:
+            parts = self._pending.pop((name, source_file), [])
+        if parts:
+            table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+            del parts
+            self._insert(self._cursor(), name, table, source_file)
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        cursor = getattr(self._local, "cursor", None)
+        if cursor is None:
+            with self._lock:
+                cursor = self.con.cursor()
+                self._cursors.append(cursor)
+            self._local.cursor = cursor
+        return cursor
+
+    def _arrow(self, name: str, frame: pl.DataFrame | pl.LazyFrame) -> Any:
         declared = self._tables.get(name)
         if declared is None:
             raise KeyError(f"table {name!r} is not declared by any parser")
         df = declared.conform(frame).collect(engine="streaming")
         # String views pass to DuckDB as they are (the default converts every string).
-        arrow = df.to_arrow(compat_level=pl.CompatLevel.newest())
-        del df
-        with self._lock:  # one DuckDB connection, files parsed on several threads
-            return self._insert(name, arrow, source_file)
+        return df.to_arrow(compat_level=pl.CompatLevel.newest())
 
-    def _insert(self, name: str, arrow: Any, source_file: str | None) -> int:
-        self.con.register("_incoming", arrow)
+    def _insert(
+        self, con: duckdb.DuckDBPyConnection, name: str, arrow: Any, source_file: str | None
+    ) -> int:
+        con.register("_incoming", arrow)
         try:
             src = "NULL" if name in STORE_TABLES else _sql_literal(source_file)
             extra = "" if name in STORE_TABLES else f", {src}::VARCHAR AS source_file"
             if name in self._created:
-                self.con.sql(f'INSERT INTO "{name}" SELECT *{extra} FROM _incoming')
-            else:
-                self.con.sql(f'CREATE TABLE "{name}" AS SELECT *{extra} FROM _incoming')
+                con.sql(f'INSERT INTO "{name}" SELECT *{extra} FROM _incoming')
+            else:  # a table is written by one parse thread only (pipeline._groups)
+                con.sql(f'CREATE TABLE "{name}" AS SELECT *{extra} FROM _incoming')
                 self._created.add(name)
         finally:
-            self.con.unregister("_incoming")
+            con.unregister("_incoming")
         return arrow.num_rows
 
     def discard(self, name: str, source_file: str) -> int:
-        """Delete the rows of table ``name`` that came from ``source_file``; returns how many."""
+        """Delete the rows of table ``name`` that came from ``source_file`` (written or
+        still waiting); returns how many."""
+        with self._pending_lock:
+            waiting = sum(p.num_rows for p in self._pending.pop((name, source_file), []))
         if name not in self._created or name in STORE_TABLES:
-            return 0
-        with self._lock:
-            rows = self.con.sql(
+            return waiting
+        rows = (
+            self._cursor()
+            .sql(
                 f'DELETE FROM "{name}" WHERE source_file = {_sql_literal(source_file)} RETURNING 1'
-            ).fetchall()
-        return len(rows)
+            )
+            .fetchall()
+        )
+        return waiting + len(rows)
 
     def tables(self) -> list[str]:
         return sorted(self._created)
 
     def close(self) -> None:
+        for cursor in self._cursors:
+            cursor.close()
         self.con.close()
 
 
