@@ -116,8 +116,14 @@ def open_bundle(
     limits: Limits | None = None,
     strict: bool = False,
     tmp_parent: Path | None = None,
+    on_file: Callable[[BundleFile], None] | None = None,
 ) -> Bundle:
-    """Open a bundle (archive or directory). See the module docstring for the rules."""
+    """Open a bundle (archive or directory). See the module docstring for the rules.
+
+    ``on_file`` is called with each archive member as soon as it is completely extracted
+    (``rel`` still as named in the archive, before the single top directory is dropped),
+    so that work on it can start while the rest is read.
+    """
     limits = limits or Limits()
     if not os.path.lexists(source):
         raise BundleError(f"{source}: no such file or directory")
@@ -142,7 +148,7 @@ def open_bundle(
         name=bundle_name(source), source=source, root=workdir, files=[], workdir=workdir
     )
     try:
-        _extract(source, kind, size, workdir, bundle, limits, strict)
+        _extract(source, kind, size, workdir, bundle, limits, strict, on_file)
     except BaseException:
         bundle.close()
         raise
@@ -269,7 +275,14 @@ class _CountingReader:
 
 
 def _extract(
-    source: Path, kind: str, size: int, workdir: Path, bundle: Bundle, limits: Limits, strict: bool
+    source: Path,
+    kind: str,
+    size: int,
+    workdir: Path,
+    bundle: Bundle,
+    limits: Limits,
+    strict: bool,
+    on_file: Callable[[BundleFile], None] | None = None,
 ) -> None:
     raw = open(source, "rb")
     counter = _CountingReader(raw)
@@ -343,6 +356,8 @@ def _extract(
             seen.add(rel)
             total += written
             bundle.files.append(BundleFile(rel=rel, path=target, size=written))
+            if on_file is not None:
+                on_file(bundle.files[-1])
     except _STREAM_ERRORS as e:
         # Truncated or corrupt stream: keep every member that was complete.
         bundle.truncated = (

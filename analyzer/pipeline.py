@@ -2,14 +2,13 @@
 
 `run()` is the one entry point the CLI calls. It never lets one bad file stop the
 analysis: a file that cannot be parsed becomes a `collectors` row with status ``failed``
-and its reason. Only whole-bundle problems raise (`BundleError`).
+and its reason (`analyzer.parse_stage`). Only whole-bundle problems raise (`BundleError`).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,24 +17,14 @@ from typing import Any
 
 from analyzer import __version__
 from analyzer.bundle import Bundle, Limits, open_bundle
-from analyzer.errors import HindsightError, LimitError, ParseError
-from analyzer.manifest import Manifest, bundle_path, is_exit_code, load_manifest
-from analyzer.parallel import run_groups
-from analyzer.parsers import PARSERS
-from analyzer.parsers.base import (
-    Coverage,
-    ParseContext,
-    ParseResult,
-    line_bounds_violation,
-    remove_scratch,
-)
-from analyzer.sniff import Identified, identify_all
+from analyzer.errors import HindsightError
+from analyzer.manifest import Manifest, bundle_path
+from analyzer.parse_stage import ParseStage, is_history
+from analyzer.parsers.base import remove_scratch
+from analyzer.sniff import identify_all
 from analyzer.store import Store
 
 JSON_SCHEMA_VERSION = 1
-STDERR_TAIL_LINES = 5
-PROGRESS_FILE_BYTES = 4_000_000  # files this big get their own progress line
-PARSE_WORKERS = 2  # files parsed at once (the reference machine has 2 cores)
 
 
 @dataclass
@@ -73,14 +62,20 @@ def run(source: Path, options: Options) -> Result:
     say = options.progress or (lambda _msg: None)
     _check_outputs(options)
     say("opening bundle")
-    with open_bundle(source, limits=options.limits, strict=options.strict) as bundle:
-        files = {f.rel: f for f in bundle.files}
-        manifest = load_manifest(files["manifest.json"].path if "manifest.json" in files else None)
-        say("identifying files")
-        identified = identify_all(bundle.files, manifest)
-        store = Store(options.db)
-        try:
-            rows, tables, metas = _parse_all(identified, manifest, store, options, say)
+    stage = ParseStage(lambda: Store(options.db), options, say)
+    try:
+        # data files are parsed while the rest of the archive is read (parse_stage.py)
+        with open_bundle(
+            source, limits=options.limits, strict=options.strict, on_file=stage.offer
+        ) as bundle:
+            files = {f.rel: f for f in bundle.files}
+            manifest = stage.manifest(
+                files["manifest.json"].path if "manifest.json" in files else None
+            )
+            say("identifying files")
+            identified = identify_all(bundle.files, manifest, stage.early())
+            rows, tables, metas = stage.finish(identified, manifest)
+            store = stage.store
             rows += _refused_rows(bundle) + _missing_rows(manifest, files)
             bundle_row = _bundle_row(bundle, manifest, metas, store)
             store.write("bundle", _frame([bundle_row]), None)
@@ -105,9 +100,9 @@ def run(source: Path, options: Options) -> Result:
             if options.json_path is not None:
                 write_json(result, options.json_path)
             return result
-        finally:
-            store.close()
-            remove_scratch()
+    finally:
+        stage.close()
+        remove_scratch()
 
 
 def _check_outputs(options: Options) -> None:
@@ -122,235 +117,6 @@ def _check_outputs(options: Options) -> None:
             raise HindsightError(f"cannot write the {what} to {path}: it is a directory")
         if parent is not None and not parent.is_dir():
             raise HindsightError(f"cannot write the {what} to {path}: {parent} is not a directory")
-
-
-def _parse_all(
-    identified: list[Identified],
-    manifest: Manifest,
-    store: Store,
-    options: Options,
-    say: Callable[[str], None],
-) -> tuple[list[dict[str, Any]], dict[str, int], list[dict[str, object]]]:
-    companions = {i.companion_of: [] for i in identified if i.companion_of}
-    for i in identified:
-        if i.companion_of:
-            companions[i.companion_of].append(i)
-    rows: list[dict[str, Any]] = []
-    jobs: list[tuple[Identified, dict[str, Any], dict[str, int], list[dict[str, object]]]] = []
-    for item in identified:
-        if item.companion_of:
-            continue
-        row = _base_row(item, manifest)
-        _attach_companions(row, companions.pop(item.file.rel, []))
-        if item.role == "data" and item.tool:
-            jobs.append((item, row, {}, []))
-        rows.append(row)
-    said = _Say(say)
-    groups = _groups([j[0] for j in jobs])
-
-    def parse_group(group: list[int]) -> None:
-        for k in group:
-            item, row, counts, meta = jobs[k]
-            said.parsing(item)
-            _parse_one(item, manifest, store, options, row, counts, meta)
-
-    run_groups(parse_group, groups, PARSE_WORKERS)
-    tables: dict[str, int] = {}
-    metas: list[dict[str, object]] = []
-    for _item, _row, counts, meta in jobs:  # merged in file order: the same result every run
-        for name, n in counts.items():
-            tables[name] = tables.get(name, 0) + n
-        metas += meta
-    for owner, orphans in companions.items():  # .err/.status whose output file is absent
-        row = {"file": owner, "collector": _stem(owner), "status": "missing", "bytes": 0}
-        row["reason"] = "no output file; only the collector's stderr/status was captured"
-        entry = manifest.collector_for(owner)
-        if entry:
-            row |= {
-                "collector": entry.name,
-                "manifest_status": entry.status,
-                "reason": entry.reason or row["reason"],
-            }
-        _attach_companions(row, orphans)
-        rows.append(row)
-    return rows, tables, metas
-
-
-class _Say:
-    """Progress lines for the parse stage: big files get their own line, small ones one."""
-
-    def __init__(self, say: Callable[[str], None]) -> None:
-        self.say, self.small_said, self.lock = say, False, threading.Lock()
-
-    def parsing(self, item: Identified) -> None:
-        with self.lock:
-            if item.file.size >= PROGRESS_FILE_BYTES:
-                self.say(f"parsing {item.file.rel} ({item.tool}, {item.file.size / 1e6:.0f} MB)")
-            elif not self.small_said:
-                self.small_said = True
-                self.say("parsing small files")
-
-
-def _groups(items: list[Identified]) -> list[list[int]]:
-    """Indexes of ``items`` grouped so that no two groups write the same table.
-
-    Each group is parsed in file order by one worker, so every table receives its rows
-    in the same order on every run whatever the scheduling. Biggest groups first.
-    """
-    owner: dict[str, int] = {}  # table -> group id
-    parent: list[int] = []
-
-    def find(g: int) -> int:
-        while parent[g] != g:
-            parent[g] = parent[parent[g]]
-            g = parent[g]
-        return g
-
-    for k, item in enumerate(items):
-        parent.append(k)
-        for table in PARSERS[item.tool].TABLES:
-            if table in owner:
-                parent[find(k)] = find(owner[table])
-            else:
-                owner[table] = k
-    groups: dict[int, list[int]] = {}
-    for k in range(len(items)):
-        groups.setdefault(find(k), []).append(k)
-    return sorted(groups.values(), key=lambda g: -sum(items[k].file.size for k in g))
-
-
-def _parse_one(
-    item: Identified,
-    manifest: Manifest,
-    store: Store,
-    options: Options,
-    row: dict[str, Any],
-    tables: dict[str, int],
-    metas: list[dict[str, object]],
-) -> None:
-    module = PARSERS[item.tool]
-    entry = manifest.collector_for(item.file.rel)
-    ctx = ParseContext(
-        file_name=item.file.rel.rsplit("/", 1)[-1],
-        tz="UTC" if manifest.present else None,
-        capture_start=manifest.start,
-        capture_end=manifest.end,
-        interval_s=manifest.interval_s,
-        boot_time=manifest.boot_time,
-        command=entry.command if entry else None,
-        host=manifest.hostname,
-        max_line_bytes=options.limits.max_line_bytes,
-        max_lines=options.limits.max_lines,
-    )
-    over = line_bounds_violation(item.file.path, ctx.max_line_bytes, ctx.max_lines)
-    if over:  # docs/limits.md: the file is refused, the rest of the bundle goes on
-        if options.strict:
-            raise LimitError(f"{item.file.rel}: {over} (--strict)")
-        row |= {"status": "refused", "reason": over}
-        return
-    written: list[str] = []
-
-    def sink(name: str, frame: Any) -> None:  # big files stream their rows chunk by chunk
-        n = store.append(name, frame, item.file.rel)
-        tables[name] = tables.get(name, 0) + n
-        if name not in written:
-            written.append(name)
-
-    ctx.sink = sink
-    try:
-        result: ParseResult = module.parse(item.file.path, ctx)
-        result.coverage.check()
-        for name, frame in result.tables.items():
-            sink(name, frame)
-        store.flush(item.file.rel)
-    except ParseError as e:
-        _discard(store, written, item.file.rel, tables)
-        row |= {"status": "failed", "reason": str(e)}
-        return
-    except Exception as e:
-        _discard(store, written, item.file.rel, tables)
-        if options.debug:
-            raise
-        row |= {
-            "status": "failed",
-            "reason": f"internal error in the {item.tool} parser: {type(e).__name__}: {str(e)[:300]}",
-        }
-        return
-    cov = result.coverage
-    metas.append(dict(result.meta))
-    row |= _coverage_fields(cov)
-    row["tables"] = ",".join(written)
-    if _is_history(item.file.rel, manifest):
-        row["notes"] = "\n".join(n for n in (row.get("notes"), HISTORY_NOTE) if n)
-    if cov.total == 0:
-        row["status"] = "empty"
-    elif cov.parsed == 0:
-        row["status"] = "failed" if cov.n_skipped else "empty"
-        row.setdefault("reason", "no data line could be parsed")
-    else:
-        row["status"] = "partial" if cov.n_skipped else "parsed"
-
-
-def _discard(store: Store, written: list[str], rel: str, tables: dict[str, int]) -> None:
-    """A parse that failed midway keeps none of the rows it had already streamed."""
-    for name in written:
-        tables[name] = tables.get(name, 0) - store.discard(name, rel)
-
-
-def _coverage_fields(cov: Coverage) -> dict[str, Any]:
-    reasons = {f"structure: {k}": v for k, v in cov.structure.items()}
-    reasons |= {f"skipped: {k}": v for k, v in cov.skipped.items()}
-    return {
-        "lines_total": cov.total,
-        "lines_parsed": cov.parsed,
-        "lines_structure": cov.n_structure,
-        "lines_skipped": cov.n_skipped,
-        "parsed_pct": cov.parsed_pct,
-        "skip_reasons": json.dumps(reasons, sort_keys=True),
-        "notes": "\n".join(cov.notes) or None,
-    }
-
-
-def _base_row(item: Identified, manifest: Manifest) -> dict[str, Any]:
-    entry = manifest.collector_for(item.file.rel)
-    status = {
-        "manifest": "metadata",
-        "capture_log": "metadata",
-        "capture_state": "metadata",
-        "unrecognised": "unrecognised",
-        "pending": "parser pending",
-    }.get(item.role, "empty" if item.file.size == 0 else "unrecognised")
-    row: dict[str, Any] = {
-        "file": item.file.rel,
-        "collector": entry.name if entry else _stem(item.file.rel),
-        "tool": item.tool,
-        "status": status,
-        "bytes": item.file.size,
-        "reason": item.note or None,
-    }
-    if entry:
-        row |= {"manifest_status": entry.status, "exit_code": entry.exit_code}
-        if entry.reason:
-            row["reason"] = entry.reason
-    return row
-
-
-def _attach_companions(row: dict[str, Any], companions: list[Identified]) -> None:
-    for c in companions:
-        try:
-            with open(c.file.path, "rb") as fh:  # only the tail: an .err file may be huge
-                fh.seek(max(0, c.file.size - 8192))
-                text = fh.read(8192).decode("utf-8", "replace")
-        except OSError:
-            continue
-        if c.role == "stderr" and text.strip():
-            row["stderr_tail"] = "\n".join(text.strip().splitlines()[-STDERR_TAIL_LINES:])
-        elif c.role == "status":
-            for token in text.split():
-                digits = token[3:].removeprefix("-")  # ASCII only: int("²") raises
-                if token.startswith("rc=") and digits.isascii() and digits.isdigit():
-                    rc = int(token[3:])
-                    row["exit_code"] = rc if is_exit_code(rc) else None
 
 
 def _refused_rows(bundle: Bundle) -> list[dict[str, Any]]:
@@ -422,20 +188,9 @@ def _bundle_row(
     }
 
 
-HISTORY_NOTE = (
-    "history: the host's own sysstat daily file, converted there with sadf -j; "
-    "its rows lie before the capture window"
-)
-
-
-def _is_history(rel: str, manifest: Manifest) -> bool:
-    """A sysstat daily file the capture converted (``history/``, manifest ``history.files``)."""
-    return rel.startswith("history/") or rel in manifest.history_files
-
-
 def _history_start(store: Store, bundle: Bundle, manifest: Manifest) -> datetime | None:
     """Earliest ``ts`` of the rows that came from history files."""
-    files = [f.rel for f in bundle.files if _is_history(f.rel, manifest)]
+    files = [f.rel for f in bundle.files if is_history(f.rel, manifest)]
     if not files:
         return None
     names = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
@@ -480,11 +235,6 @@ def _frame(rows: list[dict[str, Any]]):
     import polars as pl
 
     return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
-
-
-def _stem(rel: str) -> str:
-    name = rel.rsplit("/", 1)[-1]
-    return name.split(".", 1)[0] or name
 
 
 def write_json(result: Result, path: Path) -> None:

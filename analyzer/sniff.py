@@ -42,12 +42,20 @@ class Identified:
     note: str = ""
 
 
-def identify_all(files: list[BundleFile], manifest: Manifest) -> list[Identified]:
-    """Identify every file of a bundle; companions point at their output file."""
+def identify_all(
+    files: list[BundleFile], manifest: Manifest, known: dict[Path, Identified] | None = None
+) -> list[Identified]:
+    """Identify every file of a bundle; companions point at their output file.
+
+    ``known``: verdicts already reached for some files (by path), reused when the file
+    still has the same name (the parse stage identifies files while they are extracted).
+    """
     rels = {f.rel for f in files}
+    known = known or {}
     out: list[Identified] = []
     for f in files:
-        out.append(_identify(f, manifest, rels))
+        seen = known.get(f.path)
+        out.append(seen if seen is not None and seen.file == f else _identify(f, manifest, rels))
     return out
 
 

@@ -208,7 +208,7 @@ class Store:
             extra = "" if name in STORE_TABLES else f", {src}::VARCHAR AS source_file"
             if name in self._created:
                 con.sql(f'INSERT INTO "{name}" SELECT *{extra} FROM _incoming')
-            else:  # a table is written by one parse thread only (pipeline._groups)
+            else:  # one parse at a time writes a table (parse_stage: per-table order)
                 con.sql(f'CREATE TABLE "{name}" AS SELECT *{extra} FROM _incoming')
                 self._created.add(name)
         finally:
