@@ -18,6 +18,7 @@ from typing import Any
 from analyzer import __version__
 from analyzer.bundle import Bundle, Limits, open_bundle
 from analyzer.errors import HindsightError
+from analyzer.malloc_tune import keep_big_blocks
 from analyzer.manifest import Manifest, bundle_path
 from analyzer.parse_stage import ParseStage, is_history
 from analyzer.parsers.base import remove_scratch
@@ -61,6 +62,7 @@ def run(source: Path, options: Options) -> Result:
     """Analyse the bundle at ``source`` (archive or directory)."""
     say = options.progress or (lambda _msg: None)
     _check_outputs(options)
+    keep_big_blocks()  # parsers free and reallocate 8-16 MiB blocks per chunk
     say("opening bundle")
     stage = ParseStage(lambda: Store(options.db), options, say)
     try:

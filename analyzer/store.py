@@ -23,13 +23,13 @@ from analyzer.parsers.base import TS, Table, table
 from analyzer.signals import SIGNAL_SOURCES, SIGNALS
 
 #: DuckDB's buffer budget for a ``--db`` file (the in-memory default is 80 % of RAM).
-FILE_DB_MEMORY_LIMIT = "1GB"
+FILE_DB_MEMORY_LIMIT = "512MB"
 
 #: A streamed file's rows are written once this many are waiting (or BULK_BYTES of them):
 #: DuckDB appends rows in groups of 122 880, and an INSERT of fewer rows costs 2-4x the
 #: CPU per row of one that fills several groups (docs/performance.md).
 BULK_ROWS = 1_000_000
-BULK_BYTES = 96 << 20
+BULK_BYTES = 64 << 20
 
 SOURCE_FILE_DOC = "bundle-relative path of the input file the row came from (added by the store)"
 
