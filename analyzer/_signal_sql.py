@@ -157,7 +157,9 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
                     sum(r) FILTER (key = 'pgmajfault'),
                     sum(r) FILTER (key IN ('workingset_refault', 'workingset_refault_anon', 'workingset_refault_file'))
                 FROM (SELECT second_of(ts) AS sec, key, avg(rate_per_s) AS r FROM proc_vmstat
-                      WHERE node IS NULL AND ts IS NOT NULL AND rate_per_s IS NOT NULL GROUP BY 1, 2) GROUP BY sec""",
+                      WHERE node IS NULL AND ts IS NOT NULL AND rate_per_s IS NOT NULL
+                        AND (key LIKE 'pgscan%' OR key LIKE 'pgsteal%' OR key = 'pgmajfault' OR key LIKE 'workingset_refault%')
+                      GROUP BY 1, 2) GROUP BY sec""",
                 "/proc/vmstat counters (kswapd + direct + khugepaged)",
             ),
             Alt(
