@@ -1,7 +1,8 @@
 """Stage 3, *parse* (and store): every data file through its parser into the store.
 
 `ParseStage` parses on ``PARSE_WORKERS`` threads (polars, numpy and DuckDB release the
-GIL, so two files use both cores) and starts while the archive is still being read:
+GIL, so two files use both cores), the biggest file ready first (`analyzer.scheduler`),
+and starts while the archive is still being read:
 `offer` is called by the bundle reader for each member as soon as it is complete, and
 once ``manifest.json`` has been seen (the capture writes it near the start of the
 archive) each data file is identified and queued right away, so a 24 h bundle's
@@ -10,8 +11,9 @@ before the manifest, and anything the final identification sees differently, are
 queued by `finish`.
 
 Order: files that write a common table (sar and sadf, iostat text and JSON...) are
-parsed one after the other in archive order, each waiting for the previous one, so every
-table receives its rows in the same order on every run whatever the scheduling.
+parsed one after the other in archive order, each queued only once the previous one is
+done, so every table receives its rows in the same order on every run whatever the
+scheduling.
 
 A file that cannot be parsed becomes a `collectors` row with status ``failed`` and its
 reason; its rows already streamed to the store are removed.
@@ -22,7 +24,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -32,6 +34,7 @@ from analyzer.errors import LimitError, ParseError
 from analyzer.manifest import Manifest, is_exit_code, load_manifest
 from analyzer.parsers import PARSERS
 from analyzer.parsers.base import Coverage, ParseContext, ParseResult, line_bounds_violation
+from analyzer.scheduler import BiggestFirst
 from analyzer.sniff import COMPANION_SUFFIXES, Identified, identify_all
 from analyzer.store import Store
 
@@ -62,7 +65,7 @@ class ParseStage:
         self._store_factory, self.options = store, options
         self._store: Store | None = None
         self._said = _Say(say)
-        self._pool = ThreadPoolExecutor(PARSE_WORKERS, thread_name_prefix="hindsight-parse")
+        self._pool = BiggestFirst(PARSE_WORKERS, name="hindsight-parse")
         self._lock = threading.Lock()
         self._jobs: list[_Job] = []
         self._last: dict[str, Future] = {}  # table -> the last job writing it
@@ -143,7 +146,7 @@ class ParseStage:
 
     def close(self) -> None:
         """Wait for the running parses, then close the store (also after an error)."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown(cancel=True)
         if self._store is not None:
             self._store.close()
 
@@ -151,7 +154,7 @@ class ParseStage:
         job = _Job(item, _base_row(item, manifest))
         tables = list(PARSERS[item.tool].TABLES)
         before = [self._last[t] for t in tables if t in self._last]
-        job.future = self._pool.submit(self._run, job, manifest, before)
+        job.future = self._pool.submit(lambda: self._run(job, manifest), item.file.size, before)
         for t in tables:
             self._last[t] = job.future
         self._jobs.append(job)
@@ -165,8 +168,7 @@ class ParseStage:
         self._jobs.remove(job)
         return None
 
-    def _run(self, job: _Job, manifest: Manifest, before: list[Future]) -> None:
-        wait(before)  # earlier files writing the same tables (submitted first: no deadlock)
+    def _run(self, job: _Job, manifest: Manifest) -> None:
         self._said.parsing(job.item)
         _parse_one(job.item, manifest, self.store, self.options, job.row, job.counts, job.meta)
 
