@@ -1873,9 +1873,17 @@ finish() {
 make_tarball() {
     cd "$OUT_ABS" || return 0
     _tmp=$NAME.tgz.part
-    if _e=$(tar -czf "$_tmp" "$NAME" 2>&1) || { [ -s "$_tmp" ] && gzip -t "$_tmp" 2>/dev/null; }; then
+    # manifest.json first: analyze starts parsing each file as soon as it is read from the
+    # archive, which it can only do once it has the manifest (times, units, commands).
+    set -- "$NAME/manifest.json"
+    for _f in "$NAME"/* "$NAME"/.[!.]*; do
+        [ -e "$_f" ] && [ "$_f" != "$NAME/manifest.json" ] && set -- "$@" "$_f"
+    done
+    [ -e "$NAME/manifest.json" ] || shift
+    [ $# -gt 0 ] || set -- "$NAME"
+    if _e=$(tar -czf "$_tmp" "$@" 2>&1) || { [ -s "$_tmp" ] && gzip -t "$_tmp" 2>/dev/null; }; then
         mv -f "$_tmp" "$NAME.tgz"
-    elif _e=$(tar -cf - "$NAME" 2>&1 | gzip -c >"$_tmp") && [ -s "$_tmp" ]; then
+    elif _e=$(tar -cf - "$@" 2>&1 | gzip -c >"$_tmp") && [ -s "$_tmp" ]; then
         mv -f "$_tmp" "$NAME.tgz"
     else
         rm -f "$_tmp"

@@ -177,6 +177,10 @@ def extract_tarball(out_dir: Path, dest: Path) -> Path:
         assert top == {tgzs[0].name[: -len(".tgz")]}, top
         for member in tf.getmembers():
             assert member.isfile() or member.isdir(), member.name
+        files = [m.name.split("/", 1)[1] for m in tf.getmembers() if m.isfile()]
+        # analyze parses files as they come out of the archive once it has the manifest
+        assert files[0] == "manifest.json", files[:3]
+        assert len(files) == len(set(files)), "a member is archived twice"
         tf.extractall(dest, filter="data")
     return dest / tgzs[0].name[: -len(".tgz")]
 
