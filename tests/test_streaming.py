@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from analyzer import store as store_module
 from analyzer.parsers import _mpstat_fast, _sysstat_fast
 from analyzer.pipeline import Options, run
 from analyzer.store import Store
@@ -63,6 +64,7 @@ def test_a_parser_failing_midway_leaves_no_streamed_rows(tmp_path: Path, monkeyp
         return real(f, g, cx)
 
     monkeypatch.setattr(_mpstat_fast, "_finish_fast", flaky)
+    monkeypatch.setattr(store_module, "BULK_ROWS", 1)  # streamed rows reach DuckDB at once
     db = tmp_path / "failed.duckdb"
     result = run(SAMPLE, Options(report=None, db=db))
     failed = [r for r in result.collectors if r["status"] == "failed"]

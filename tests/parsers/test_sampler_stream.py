@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from analyzer import store as store_module
 from analyzer.errors import ParseError
 from analyzer.parsers import PARSERS, base
 from analyzer.parsers import _cgroup_build as cgb
@@ -291,6 +292,7 @@ def test_a_sampler_parse_failing_midway_leaves_no_streamed_rows(
 ) -> None:
     monkeypatch.setattr(st, "MIN_STREAM_BYTES", 0)
     monkeypatch.setattr(st, "CHUNK_BYTES", 16384)
+    monkeypatch.setattr(store_module, "BULK_ROWS", 1)  # streamed rows reach DuckDB at once
     real = cgb.Builder.add
     calls = {"n": 0}
 
