@@ -55,6 +55,19 @@ TABLES = {
     )
 }
 
+#: A header line: ``PID``/``TGID`` ... ``Command`` at the end.
+HEADER_RE = r"\s(PID|TGID)\s.*\sCommand\s*$"
+#: The column names of a header, from its first ID column to ``Command``.
+SIG_RE = r"((?:UID|USER|PID|TGID)\s.*Command)\s*$"
+#: The first token of a header (its time, or ``#`` of ``# Time``).
+HDR_TOK_RE = r"^\s*(\S+(?:\s[AaPp]\.?[Mm]\.?)?)"
+#: A row's time: ``HH:MM:SS`` (12-hour marker glued on) or epoch seconds.
+TIME_TOKEN = r"^(\d{1,2}:\d{2}:\d{2}(?:[AaPp]\.?[Mm]\.?)?|\d{9,11})$"
+#: A 12-hour marker after the time (``PM``, ``p.m.``).
+AMPM_RE = r"^[AaPp]\.?[Mm]\.?(\s|$)"
+#: A ``--human`` value (``4.2G``, ``359.4%``) somewhere in a row's text.
+HUMAN_RE = r"\d[BkKMGTP%](\s|$)"
+
 #: header token -> column
 COLUMNS = {
     "UID": "uid",
@@ -95,6 +108,17 @@ COLUMNS = {
 TEXT = {"user", "policy", "command"}
 #: I/O columns where sysstat prints -1 for "not available"
 SENTINEL = ("kb_rd_s", "kb_wr_s", "kb_ccwr_s")
+
+
+def finish_number(v: pl.Expr, c: str) -> pl.Expr:
+    """A Float64 value of column ``c`` -> its declared type (``-1`` sentinels become NULL;
+    integers rounded as printed). Both parse paths type their values with it."""
+    if c in SENTINEL:
+        v = pl.when(v < 0).then(None).otherwise(v)
+    dtype = TABLES["pidstat"].schema.get(c, I64)
+    return v.round(0).cast(dtype, strict=False) if dtype != F64 else v
+
+
 #: JSON (-o JSON, 12.7) key -> column, per report section
 JSON_KEYS = {
     "UID": "uid",

@@ -19,6 +19,12 @@ interval), false for interval reports, NULL when it cannot be told (``-h`` witho
 known command). I/O values printed as ``-1`` (no permission / no I/O accounting)
 become NULL.
 
+Text files of 1 MiB and more first go through the numpy fast path (``_pidstat_fast``):
+data rows under copies of the headers seen in the file's head are typed from their bytes,
+every other line (and any row the fast path does not accept) is classified here, with
+the header copy that governs it, so both paths together read every line once and give
+the same table as this module alone (``tests/parsers/test_pidstat_fast.py``).
+
 Table ``pidstat``: ts, since_boot, uid, user, pid, tid, command, usr_pct, system_pct,
 guest_pct, wait_pct, cpu_pct, cpu, usr_ms, system_ms, guest_ms, minflt_s, majflt_s,
 minflt_nr, majflt_nr, vsz_kb, rss_kb, mem_pct, stk_size_kb, stk_ref_kb, kb_rd_s, kb_wr_s,
@@ -47,18 +53,26 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import ParseError
+from analyzer.parsers import _pidstat_fast as pf
 from analyzer.parsers import _pidstat_json as pj
 from analyzer.parsers import _sysstat as ss
-from analyzer.parsers._pidstat_schema import COLUMNS, SENTINEL, TABLES, TEXT
+from analyzer.parsers._pidstat_schema import (
+    AMPM_RE,
+    COLUMNS,
+    HDR_TOK_RE,
+    HEADER_RE,
+    HUMAN_RE,
+    SIG_RE,
+    TABLES,
+    TEXT,
+    TIME_TOKEN,
+    finish_number,
+)
 from analyzer.parsers._sampler import reason, tally
 from analyzer.parsers.base import Coverage, ParseContext, ParseResult, read_head, read_lines
 
 __all__ = ["TABLES", "parse", "sniff"]
 
-HEADER_RE = r"\s(PID|TGID)\s.*\sCommand\s*$"
-SIG_RE = r"((?:UID|USER|PID|TGID)\s.*Command)\s*$"
-TIME_TOKEN = r"^(\d{1,2}:\d{2}:\d{2}(?:[AaPp]\.?[Mm]\.?)?|\d{9,11})$"
-HUMAN_RE = r"\d[BkKMGTP%](\s|$)"
 _ARG_OPTS = {"-p", "-C", "-G", "-T", "-U", "-o", "-e", "--dec"}
 
 
@@ -89,14 +103,16 @@ def command_since_boot(command: str | None) -> bool | None:
     return True
 
 
-def _lines(path: Path, ctx: ParseContext) -> pl.DataFrame:
-    """Classify every line; data rows keep their time token and the rest of the line.
+def classify(lines: pl.LazyFrame, ctx: ParseContext, streaming: bool = True) -> pl.DataFrame:
+    """Classify every line of ``lines`` (``line_no``, ``line`` and optionally ``dup``, kept);
+    data rows keep their time token and the rest of the line. ``streaming``: collect with
+    the streaming engine (a scanned file; in-memory lines need not).
 
     Capture-free regexes and ``splitn`` on the hot path (capturing regexes are several
     times slower in polars); header/banner text is only kept on their own rows.
     """
     line = pl.col("line")
-    flags = read_lines(path).with_columns(
+    flags = lines.with_columns(
         is_banner=line.str.contains(ss.BANNER_PL),
         is_header=line.str.contains(HEADER_RE),
         is_avg=line.str.contains(ss.AVERAGE_RE),
@@ -104,7 +120,7 @@ def _lines(path: Path, ctx: ParseContext) -> pl.DataFrame:
     )
     tok = pl.col("s").struct.field("field_0")
     after = pl.col("s").struct.field("field_1").str.strip_chars_start()
-    ampm = after.str.contains(r"^[AaPp]\.?[Mm]\.?(\s|$)")
+    ampm = after.str.contains(AMPM_RE)
     lf = flags.with_columns(
         is_header=pl.col("is_header") & ~pl.col("is_banner"),
         time_tok=pl.when(tok.str.contains(TIME_TOKEN)).then(
@@ -132,14 +148,14 @@ def _lines(path: Path, ctx: ParseContext) -> pl.DataFrame:
         .then(pl.lit(reason("skipped", "not a pidstat line"))),
     )
     cols = ["line_no", "seg", "block", "is_header", "is_banner", "text", "time_tok", "rest", "why"]
-    df = lf.select(cols).collect(engine="streaming")
+    if "dup" in lines.collect_schema().names():
+        cols.append("dup")
+    df = lf.select(cols).collect(engine="streaming" if streaming else "in-memory")
     df = df.with_columns(
         sig=pl.when(pl.col("is_header")).then(
             pl.col("text").str.extract(SIG_RE, 1).str.replace_all(r"\s+", " ")
         ),
-        hdr_tok=pl.when(pl.col("is_header")).then(
-            pl.col("text").str.extract(r"^\s*(\S+(?:\s[AaPp]\.?[Mm]\.?)?)", 1)
-        ),
+        hdr_tok=pl.when(pl.col("is_header")).then(pl.col("text").str.extract(HDR_TOK_RE, 1)),
         banner=pl.when(pl.col("is_banner")).then(pl.col("text")),
     ).with_columns(
         # every block after the first starts with its header: a plain forward fill is
@@ -182,36 +198,42 @@ def _typed(df: pl.DataFrame, human: bool) -> pl.DataFrame:
         if c not in df.columns or c in TEXT or c in ("ts", "since_boot"):
             continue
         v = ss.number(pl.col(c).replace("-", None), human=human)
-        if c in SENTINEL:
-            v = pl.when(v < 0).then(None).otherwise(v)
-        dtype = schema.get(c, pl.Int64())
-        exprs.append(
-            v.round(0).cast(dtype, strict=False).alias(c) if dtype != pl.Float64() else v.alias(c)
-        )
+        exprs.append(finish_number(v, c).alias(c))
     return df.with_columns(exprs)
 
 
-def _times(df: pl.DataFrame, dates: pl.DataFrame, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
-    """ts from epoch tokens, or banner date + time of day (+ roll-over) in ctx.tz."""
+def _time_columns(df: pl.DataFrame) -> pl.DataFrame:
+    """``epoch`` (the row's time is epoch seconds ``ep``), ``sec`` (else its seconds of
+    day) and ``hdr_sec`` (the header's time of day) from the time tokens."""
     tok = pl.col("time_tok")
     epoch = tok.str.contains(r"^\d{9,11}$")
-    sec = pl.when(~epoch).then(ss.seconds_of_day(tok))
-    df = df.join(dates, on="seg", how="left").with_columns(sec=sec, epoch=epoch)
-    df = df.with_columns(days=ss.day_rollover(pl.col("sec")).over("seg"))
+    return df.with_columns(
+        epoch=epoch,
+        ep=pl.when(epoch).then(tok.cast(pl.Int64, strict=False)),
+        sec=pl.when(~epoch).then(ss.seconds_of_day(tok)),
+        hdr_sec=ss.seconds_of_day(pl.col("hdr_tok")),
+    )
+
+
+def _times(df: pl.DataFrame, dates: pl.DataFrame, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
+    """ts from epoch seconds, or banner date + time of day (+ roll-over) in ctx.tz."""
     local = df.filter(~pl.col("epoch")).height > 0
-    zone = ss.tz_for(ctx, cov) if local else None
+    if not local:  # epoch seconds only: no date, time of day or roll-over needed
+        return df.with_columns(
+            ts=pl.col("ep").mul(1_000_000).cast(pl.Datetime("us")).dt.replace_time_zone("UTC"),
+            tkey=pl.col("ep"),
+        )
+    df = df.join(dates, on="seg", how="left", maintain_order="left")
+    df = df.with_columns(days=ss.day_rollover(pl.col("sec")).over("seg"))
+    zone = ss.tz_for(ctx, cov)
     naive = pl.col("date").cast(pl.Datetime("us")) + pl.duration(
         seconds=pl.col("sec").cast(pl.Int64) + 86400 * pl.col("days").cast(pl.Int64)
     )
-    from_epoch = (
-        (tok.cast(pl.Int64, strict=False) * 1_000_000)
-        .cast(pl.Datetime("us"))
-        .dt.replace_time_zone("UTC")
-    )
+    from_epoch = (pl.col("ep") * 1_000_000).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
     df = df.with_columns(
         ts=pl.when(pl.col("epoch")).then(from_epoch).otherwise(ss.local_to_utc(naive, zone)),
         tkey=pl.when(pl.col("epoch"))
-        .then(tok.cast(pl.Int64, strict=False))
+        .then(pl.col("ep"))
         .otherwise(pl.col("days").cast(pl.Int64) * 86400 + pl.col("sec")),
     )
     if local and df.filter(~pl.col("epoch") & pl.col("date").is_null()).height:
@@ -221,17 +243,39 @@ def _times(df: pl.DataFrame, dates: pl.DataFrame, ctx: ParseContext, cov: Covera
 
 def _since_boot(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     by_cmd = command_since_boot(ctx.command)
-    hdr_sec = ss.seconds_of_day(pl.col("hdr_tok"))
+    hdr_sec = pl.col("hdr_sec")
     from_hdr = pl.when(hdr_sec.is_not_null() & pl.col("sec").is_not_null()).then(
         hdr_sec == pl.col("sec")
     )
     return df.with_columns(since_boot=pl.coalesce(pl.lit(by_cmd, pl.Boolean), from_hdr))
 
 
+def _keys_increase(df: pl.DataFrame) -> bool:
+    """Whether (seg, tkey, pid, tid) strictly increases from row to row (file order), so
+    that no two rows share a key and `merge` would change nothing."""
+    if df.height < 2:
+        return True
+
+    def gt(c: str) -> pl.Expr:
+        return pl.col(c) > pl.col(c).shift(1)
+
+    def eq(c: str) -> pl.Expr:
+        return pl.col(c) == pl.col(c).shift(1)
+
+    tid, prev = pl.col("tid"), pl.col("tid").shift(1)
+    tid_gt = (prev.is_null() & tid.is_not_null()) | (tid > prev).fill_null(False)
+    up = gt("seg") | (eq("seg") & (gt("tkey") | (eq("tkey") & (gt("pid") | (eq("pid") & tid_gt)))))
+    nulls = pl.col("tkey").null_count() + pl.col("pid").null_count()
+    no_nulls, increasing = df.select(nulls == 0, up.slice(1).all()).row(0)
+    return bool(no_nulls and increasing)
+
+
 def merge(df: pl.DataFrame) -> pl.DataFrame:
     """One row per (segment, time, pid, tid): first non-NULL value of each column."""
     keys = ["seg", "tkey", "pid", "tid"]
     other = [c for c in TABLES["pidstat"].schema if c not in keys and c in df.columns]
+    if _keys_increase(df):  # every group is one row: the same frame, much cheaper
+        return df.select(*keys, "line_no", *other)
     return (
         df.group_by(keys, maintain_order=True)
         .agg(pl.col("line_no").min(), *(pl.col(c).drop_nulls().first() for c in other))
@@ -243,11 +287,16 @@ def parse(path: Path, ctx: ParseContext) -> ParseResult:
     """Parse pidstat text or JSON output (see module doc)."""
     cov = Coverage()
     head = read_head(path)
+    fast = None
     if pj.looks_like(head):
         df, dates, meta = pj.rows(path, ctx, cov)
     else:
-        df, dates, meta = _text_rows(path, ctx, cov)
-    human = "rest" in df.columns and bool(df["rest"].str.contains(HUMAN_RE).any())
+        fast = pf.read(path, ctx, cov, head, classify)
+        lines = classify(read_lines(path), ctx) if fast is None else fast.lines
+        df, dates, meta = _text_rows(lines, path, cov)
+    human = fast is not None and fast.human
+    if not human and df.height and "rest" in df.columns:
+        human = bool(df["rest"].str.contains(HUMAN_RE).any())
     if human:
         cov.notes.append(
             "--human values: sizes read as binary multiples of kB (rounded as printed)"
@@ -262,26 +311,37 @@ def parse(path: Path, ctx: ParseContext) -> ParseResult:
         cov.parsed -= n_bad
         cov.add_skipped("row does not match its header", n_bad)
         df = df.filter(~bad)
-    df = df.with_columns(
-        pl.lit(None, pl.Int64).alias(c) for c in ("pid", "tid") if c not in df.columns
-    )
-    if "tgid" in df.columns:
-        df = df.with_columns(pid=pl.coalesce("pid", pl.col("tgid").forward_fill().over("block")))
-    df = df.with_columns(
-        command=pl.col("command").str.strip_prefix("|__").str.strip_chars_end(),
-    )
+    if df.height or fast is None or not fast.rows.height:
+        df = _time_columns(df).with_columns(
+            command=pl.col("command").str.strip_prefix("|__").str.strip_chars_end(),
+            **{c: pl.lit(None, pl.Int64) for c in ("pid", "tid") if c not in df.columns},
+        )
+        if "tgid" in df.columns:  # -t: a thread row's TGID is the process row's above it
+            df = df.with_columns(
+                pid=pl.coalesce("pid", pl.col("tgid").forward_fill().over("block"))
+            )
+    if fast is not None and fast.rows.height:  # rows of both paths, in file order
+        df = (
+            pl.concat([df, fast.rows], how="diagonal_relaxed").sort("line_no")
+            if df.height
+            else fast.rows
+        )
     df = _since_boot(_times(df, dates, ctx, cov), ctx)
     out = TABLES["pidstat"].conform(merge(df))
     return ParseResult(tables={"pidstat": out}, coverage=cov, meta=meta)
 
 
 def _text_rows(
-    path: Path, ctx: ParseContext, cov: Coverage
+    lines: pl.DataFrame, path: Path, cov: Coverage
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
-    lines = _lines(path, ctx)
-    tally(cov, lines)
-    structure = lines.filter(pl.col("why").str.starts_with("structure:")).height
-    if cov.parsed == 0 and structure == 0 and cov.n_skipped > 0:
+    """Row frame (strings), seg -> banner date, meta from classified lines; coverage of
+    the lines (``dup`` lines, copies of headers counted elsewhere, are left out)."""
+    if "dup" in lines.columns:
+        tally(cov, lines.filter(~pl.col("dup")))
+        lines = lines.drop("dup")
+    else:
+        tally(cov, lines)
+    if cov.parsed == 0 and cov.n_structure == 0 and cov.n_skipped > 0:
         raise ParseError(f"{path.name}: no pidstat banner, header or row found")
     banners = lines.filter(pl.col("banner").is_not_null()).select("seg", "banner")
     parsed = [(seg, ss.parse_banner(b)) for seg, b in banners.iter_rows()]
