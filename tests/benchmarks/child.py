@@ -23,9 +23,11 @@ from pathlib import Path
 def parse(tool: str, path: Path) -> dict[str, object]:
     import polars as pl
 
+    from analyzer.malloc_tune import keep_big_blocks
     from analyzer.parsers import PARSERS
     from analyzer.parsers.base import ParseContext
 
+    keep_big_blocks()  # as `analyze` runs its parsers
     rows = 0
 
     def sink(_name: str, frame: pl.DataFrame) -> None:
