@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from analyzer.parsers import _iostat_cols as c
 from analyzer.parsers import _iostat_scan as scan
@@ -71,10 +70,14 @@ def _ffill(vals: np.ndarray, init: int) -> np.ndarray:
 
 @dataclass
 class Out:
-    """One chunk's rows: device and avg-cpu frames, with report times."""
+    """One chunk's rows: device and avg-cpu frames, with report times; the first tokens
+    and device header layouts of the lines the regular classifier read (what a first
+    pass over them would find, see :mod:`._iostat_scan`)."""
 
     dev: pl.DataFrame | None
     cpu: pl.DataFrame | None
+    tokens: set[str] = field(default_factory=set)
+    hkeys: set[str] = field(default_factory=set)
 
 
 def finish(
@@ -152,7 +155,12 @@ def finish(
         ts = stamps.filter(pl.col("report") == int(report[last])).get_column("ts").to_list()
         st.stamp = (int(report[last]), ts[0] if ts else None)
     st.reports += int(start.sum())
-    return Out(_timed(devs, times, lo), _timed(cpus, times, lo))
+    out = Out(_timed(devs, times, lo), _timed(cpus, times, lo))
+    if text.height:
+        tok = text.get_column("line").str.extract(r"^\s*(\S+)").drop_nulls().unique()
+        out.tokens = set(tok.to_list())
+        out.hkeys = set(text.get_column("hkey").drop_nulls().unique().to_list())
+    return out
 
 
 def _timed(frames: list[pl.DataFrame], times: pl.DataFrame, lo: int) -> pl.DataFrame | None:
@@ -233,7 +241,7 @@ def _header_of(
 
 def _fast_devices(p: Prepared, lay: Layout, report: np.ndarray) -> pl.DataFrame:
     """The fast device rows as the regular path types them."""
-    names = pl.Series("device", lay.names, dtype=pl.String)
+    names = pl.Series("device", p.names, dtype=pl.String)
     frame = pl.DataFrame(
         {
             "line_no": pl.Series(p.chunk.line_nos(p.rows), dtype=pl.UInt32),
@@ -323,8 +331,9 @@ def _stamps(
         view = np.lib.stride_tricks.sliding_window_view(p.chunk.buf, 24)
         raw = view[p.chunk.starts[p.rest[known]]]
         done, us = scan.iso_utc(raw)
-        ts = pa.array(us[done], type=pa.timestamp("us", tz="UTC"), mask=us[done] == scan.NO_TIME)
-        parts.append(pl.DataFrame({"_pos": known[done], "ts": pl.from_arrow(ts)}))
+        us = pl.Series("ts", us[done])
+        ts = pl.when(us != scan.NO_TIME).then(us).cast(base.TS)  # NO_TIME: NULL
+        parts.append(pl.DataFrame({"_pos": known[done]}).with_columns(ts.alias("ts")))
         if not done.all():
             text_of = pl.Series(raw[~done].view("S24").ravel()).cast(pl.String)
             more = pl.DataFrame({"_pos": known[~done], "line": text_of})

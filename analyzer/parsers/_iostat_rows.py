@@ -14,7 +14,7 @@ the regular classifier (:mod:`._iostat_chunk`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -34,9 +34,40 @@ _EVENTS = [TS, AVG, DEV_HDR]
 _HUMAN = r"\d[.,]\d[kMGTPE%](\s|$)"
 
 
+class Names:
+    """Device names (the first pass's candidates), looked up by their bytes: ``codes``."""
+
+    def __init__(self, names: set[str]) -> None:
+        known = sorted(
+            n
+            for n in names
+            if n not in ("Device", "Device:")
+            and not n.startswith("avg-cpu:")
+            and len(n) <= 16
+            and n.isascii()  # fast rows start with an ASCII name
+        )
+        keys = np.zeros((len(known), 2), dtype=np.uint64)
+        for j, n in enumerate(known):
+            keys[j] = np.frombuffer(n.encode("ascii").ljust(16, b"\0"), "<u8")
+        order = np.argsort(_hash(keys), kind="stable")
+        self.names = [known[j] for j in order]
+        self.keys, self.hashes = keys[order], _hash(keys)[order]
+        # two names with one hash: not worth a special case (the fast path declines)
+        self.ok = np.unique(self.hashes).size == self.hashes.size
+
+    def codes(self, keys: np.ndarray) -> np.ndarray:
+        """Index in `names` of each token (``(n, 2)`` words), -1 when not a known name."""
+        if not self.names:
+            return np.full(keys.shape[0], -1)
+        h = _hash(keys)
+        at = np.minimum(np.searchsorted(self.hashes, h), len(self.names) - 1)
+        hit = (self.keys[:, 0][at] == keys[:, 0]) & (self.keys[:, 1][at] == keys[:, 1])
+        return np.where(hit, at, -1)
+
+
 @dataclass
 class Layout:
-    """What the file's head says: its device table and avg-cpu header, device names."""
+    """What the file's head says: its device table and avg-cpu header."""
 
     hkey: str
     header: bytes
@@ -47,18 +78,7 @@ class Layout:
     cpu: swar.Numbers | None
     cpu_cols: list[tuple[int, str]]
     cpu_lead: int  # bytes under "avg-cpu:" (blank in a row)
-    names: list[str]
-    keys: np.ndarray  # (n, 2) words of the names, sorted by `_hash`
-    hashes: np.ndarray
-
-    def codes(self, keys: np.ndarray) -> np.ndarray:
-        """Index in `names` of each token (``(n, 2)`` words), -1 when not a known name."""
-        if not self.names:
-            return np.full(keys.shape[0], -1)
-        h = _hash(keys)
-        at = np.minimum(np.searchsorted(self.hashes, h), len(self.names) - 1)
-        hit = (self.keys[:, 0][at] == keys[:, 0]) & (self.keys[:, 1][at] == keys[:, 1])
-        return np.where(hit, at, -1)
+    banner: bytes = b""  # the head's banner line (b"" when none or not plain ASCII)
 
 
 def _hash(keys: np.ndarray) -> np.ndarray:
@@ -71,19 +91,24 @@ class Prepared:
 
     chunk: fast.Chunk
     rows: np.ndarray  # fast device rows (chunk line index)
-    code: np.ndarray  # their device (index in Layout.names)
+    code: np.ndarray  # their device (index in names)
     vals: np.ndarray  # (slots, rows)
     rest: np.ndarray  # every other line, in order
     kind: np.ndarray  # its kind code, -1 when only the regular classifier can tell
     cpu: np.ndarray  # positions in rest of avg-cpu rows typed here
     cpu_vals: np.ndarray
+    names: list[str] = field(default_factory=list)  # device names of `code`
 
 
-def layout(head: str, scanned: scan.Scan | None) -> tuple[Layout, pl.DataFrame] | None:
-    """The fast layout and the classified lines of the file's head, or None when the file
-    is not for this path."""
+def head_lines(head: str) -> pl.DataFrame:
+    """The file's head through the regular classifier, reports numbered."""
     lines = pl.DataFrame({"line": head.split("\n")[:-1]}).with_row_index("line_no", offset=1)
-    hd = io._reports(io.classify_lines(lines))
+    return io._reports(io.classify_lines(lines))
+
+
+def layout(hd: pl.DataFrame) -> Layout | None:
+    """The fast layout from the classified head (:func:`head_lines`), or None when the
+    file is not for this path."""
     sample = hd.filter(pl.col("kind").is_in(["cpu", "other"]))["line"].head(50)
     if sample.len() < 50:
         return None
@@ -114,28 +139,17 @@ def layout(head: str, scanned: scan.Scan | None) -> tuple[Layout, pl.DataFrame] 
             cols.append((i - 1, *col))
     avg_line = hd.filter(pl.col("kind") == "avg").get_column("line").head(1).to_list()
     try:
-        numbers = swar.Numbers(slots)
+        numbers = swar.Numbers(slots, narrow=True)
         cpu, cpu_cols, avg = _cpu_layout(avg_line[0] if avg_line else "", hd)
         lead = s.header_layout(avg.decode()).ends[0] if avg else 0
     except ValueError:
         return None
-    known = sorted(
-        n
-        for n in (scanned.names if scanned else set())
-        if n not in ("Device", "Device:") and not n.startswith("avg-cpu:") and len(n) <= 16
-    )
-    keys = np.zeros((len(known), 2), dtype=np.uint64)
-    for j, n in enumerate(known):
-        raw = n.encode("ascii").ljust(16, b"\0")
-        keys[j] = np.frombuffer(raw, "<u8")
-    order = np.argsort(_hash(keys), kind="stable")
-    hashes = _hash(keys)[order]
-    if np.unique(hashes).size != hashes.size:
-        return None  # two names with one hash: not worth a special case
+    banner = hd.filter(pl.col("kind") == "banner").get_column("line").head(1).to_list()
+    plain = banner and banner[0].isascii() and "\r" not in banner[0]
     return Layout(
         hkey, hline.encode(), lay.width, numbers, cols, avg, cpu, cpu_cols, lead,
-        [known[j] for j in order], keys[order], hashes,
-    ), hd  # fmt: skip
+        banner[0].encode() if plain else b"",
+    )  # fmt: skip
 
 
 def _decimals(text: str) -> int:
@@ -158,25 +172,41 @@ def _cpu_layout(avg: str, hd: pl.DataFrame) -> tuple[swar.Numbers | None, list, 
     return swar.Numbers(slots), [(j, col) for j, col in cols if col], avg.encode()
 
 
-def prepare(buf: np.ndarray, lay: Layout, starts: np.ndarray | None = None) -> Prepared:
+def prepare(
+    buf: np.ndarray, lay: Layout, names: Names, starts: np.ndarray | None = None
+) -> Prepared:
     """The worker's part: fast device rows and known structure lines of one block
     (``starts``: its line offsets, when known)."""
     if starts is not None and (
         starts[-1] >= buf.size or not (buf[starts[1:].astype(np.int64) - 1] == fast.NL).all()
     ):
         starts = None  # not the block the first pass saw: find the lines again
-    chunk = fast.chunk_of(buf, 0, starts)
+    return prepare_chunk(fast.chunk_of(buf, 0, starts), lay, names)
+
+
+def candidates(chunk: fast.Chunk, lay: Layout) -> tuple[np.ndarray, ...]:
+    """The lines that may be fast device rows (as wide as the device header, a graphic
+    first character) and their first token: ``(rows, plain, keys, end)``
+    (:func:`._iostat_scan.first_tokens`)."""
     rows = fast.candidates(chunk, lay.width, semicolons=False)
     first = chunk.buf[chunk.starts[rows]]
     rows = rows[(first > 32) & (first < 127)]
-    plain, keys, end = scan.first_tokens(chunk.buf, chunk.starts[rows])
-    code = lay.codes(keys)
+    return rows, *scan.first_tokens(chunk.buf, chunk.starts[rows])
+
+
+def prepare_chunk(
+    chunk: fast.Chunk, lay: Layout, names: Names, cand: tuple[np.ndarray, ...] | None = None
+) -> Prepared:
+    """:func:`prepare` of a block whose lines are known (``cand``: its :func:`candidates`,
+    when already found)."""
+    rows, plain, keys, end = cand if cand is not None else candidates(chunk, lay)
+    code = names.codes(keys)
     ok = plain & (code >= 0) & (chunk.buf[chunk.starts[rows] + end] == 32)
     rows, code, end = rows[ok], code[ok], end[ok]
     vals = np.empty((lay.numbers.k, rows.size), dtype=np.float64)
     good = np.empty(rows.size, dtype=bool)
     name = scan.TOKEN_MASK[end]  # (rows, 2) words: 0xFF over each name's bytes
-    for sl, m in swar.row_blocks(chunk, rows, lay.width):
+    for sl, m in swar.row_blocks(chunk, rows, lay.width, swar.block_rows(lay.numbers.k)):
         w = m[:, :16].view("<u8")  # the name is not part of the first number: blanks
         w &= ~name[sl]
         w |= name[sl] & np.uint64(0x2020202020202020)
@@ -186,12 +216,11 @@ def prepare(buf: np.ndarray, lay: Layout, starts: np.ndarray | None = None) -> P
         rows, code, vals = rows[good], code[good], vals[:, good]
     rest = np.ones(chunk.n, dtype=bool)
     rest[rows] = False
-    return _known(
-        Prepared(
-            chunk, rows, code, vals, np.flatnonzero(rest), np.empty(0), np.empty(0), np.empty(0)
-        ),
-        lay,
+    p = Prepared(
+        chunk, rows, code, vals, np.flatnonzero(rest), np.empty(0), np.empty(0), np.empty(0)
     )
+    p.names = names.names
+    return _known(p, lay)
 
 
 def _known(p: Prepared, lay: Layout) -> Prepared:
@@ -202,6 +231,7 @@ def _known(p: Prepared, lay: Layout) -> Prepared:
     kind[scan.copies(chunk, rest, kind == -1, lay.header)] = DEV_HDR
     kind[scan.copies(chunk, rest, kind == -1, lay.avg)] = AVG
     kind[scan.iso_stamps(chunk, rest) & (kind == -1)] = TS
+    kind[scan.copies(chunk, rest, kind == -1, lay.banner)] = BANNER  # the head's banner again
     p.kind = kind
     p.cpu, p.cpu_vals = np.empty(0, dtype=np.int64), np.empty((0, 0))
     if lay.cpu is None:

@@ -17,8 +17,13 @@ with numpy on the raw bytes:
 - ``hkeys``: every device header layout of the file (header lines are found by their first
   or last token, then normalized like the parser's ``hkey``).
 
+- ``utf8``: whether every block is valid UTF-8 (blocks end at a newline, so no character
+  is cut; a file that is not goes to the regular path, which repairs it).
+
 A line whose first token does not fit the 32-byte window (long, after many blanks, or not
-ASCII) is read as text and tokenized with the parser's own regexes.
+ASCII) is read as text and tokenized with the parser's own regexes. :func:`scan` is the
+pass over a whole file; :func:`block` does one block (files of a few blocks take no
+separate pass: :mod:`._iostat_fast` scans each block with its rows).
 """
 
 from __future__ import annotations
@@ -46,9 +51,14 @@ class Scan:
     names: set[str] = field(default_factory=set)
     hkeys: set[str] = field(default_factory=set)
     header: bytes = b""  # a device header line already counted (its copies are skipped)
-    known: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=np.uint64))
-    hashes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
     starts: list[np.ndarray] = field(default_factory=list)  # line offsets of each block
+    utf8: bool = True  # every block is valid UTF-8
+
+    def add(self, other: Scan) -> None:
+        """Add the findings of the next block(s)."""
+        self.names |= other.names
+        self.hkeys |= other.hkeys
+        self.utf8 &= other.utf8
 
 
 def streamable(scan: Scan, hkey: str, ctx: base.ParseContext) -> bool:
@@ -69,9 +79,19 @@ def scan(path: Path, header: str) -> Scan:
     out.hkeys.add(re.sub(r"\s+", " ", header.strip()))
     for buf in fast.read_blocks(path, fast.CHUNK_BYTES):
         chunk = fast.chunk_of(buf, 1)
-        _block(chunk, out)
+        out.add(block(chunk, out.header))
         out.starts.append(chunk.starts.astype(np.int32))  # the next pass needs no newline search
     return out
+
+
+def block(chunk: fast.Chunk, header: bytes) -> Scan:
+    """One block's findings (names, header layouts, UTF-8 validity)."""
+    out = Scan(header=header, utf8=utf8(chunk.buf))
+    _block(chunk, out)
+    return out
+
+
+utf8 = fast.utf8  # (kept under this name: the pass's UTF-8 check)
 
 
 _ISO_LO = np.array([48 if c in "ds" else ord(c) for c in _ISO], dtype=np.uint8)
@@ -215,21 +235,26 @@ def key_hash(keys: np.ndarray) -> np.ndarray:
 
 def _keys(keys: np.ndarray, out: Scan) -> None:
     """Add the distinct tokens (``(n, 2)`` words, zero-padded) to ``out.names``."""
-    if not keys.shape[0]:
-        return
-    if out.known.shape[0]:  # the names met so far: one sorted lookup instead of hashing
-        at = np.minimum(np.searchsorted(out.hashes, key_hash(keys)), out.known.shape[0] - 1)
-        hit = (out.known[:, 0][at] == keys[:, 0]) & (out.known[:, 1][at] == keys[:, 1])
-        keys = keys[~hit]
-        if not keys.shape[0]:
-            return
-    new = pl.DataFrame({"a": keys[:, 0], "b": keys[:, 1]}).unique().to_numpy().astype(_U)
-    for a, b in new:
-        raw = int(a).to_bytes(8, "little") + int(b).to_bytes(8, "little")
-        out.names.add(raw.rstrip(b"\0").decode("ascii"))
-    known = np.concatenate([out.known, new])[:4096]
-    order = np.argsort(key_hash(known), kind="stable")
-    out.known, out.hashes = known[order], key_hash(known)[order]
+    out.names |= distinct(keys)
+
+
+def distinct(keys: np.ndarray) -> set[str]:
+    """The distinct tokens among ``keys`` (``(n, 2)`` words, zero-padded ASCII)."""
+    names: set[str] = set()
+    h = key_hash(keys)
+    while h.size:  # the names repeat: the first rows hold (nearly) all of them
+        u, first = np.unique(h[:4096], return_index=True)
+        at = np.minimum(np.searchsorted(u, h), u.size - 1)
+        hit = u[at] == h
+        same = (keys[first][at[hit]] == keys[hit]).all()
+        new = keys[first] if same else np.unique(keys, axis=0)  # a hash collision: exact
+        for a, b in new:
+            raw = int(a).to_bytes(8, "little") + int(b).to_bytes(8, "little")
+            names.add(raw.rstrip(b"\0").decode("ascii"))
+        if not same:
+            break
+        keys, h = keys[~hit], h[~hit]
+    return names
 
 
 def copies(chunk: fast.Chunk, idx: np.ndarray, rows: np.ndarray, line: bytes) -> np.ndarray:

@@ -20,6 +20,7 @@ Line numbers are 1-based and count ``\\n``; a last line without a newline is *un
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,10 @@ import pyarrow as pa
 #: Bytes read per chunk. Big enough to amortize per-call overhead, small enough that a
 #: chunk, its copy and its typed rows stay far below the memory budget.
 CHUNK_BYTES = 12 << 20
+#: mpstat reads a file of a few chunks in chunks of a quarter of it, at least this big
+#: (:func:`chunk_bytes`): the worker threads start on the first one sooner, and each
+#: chunk's arrays (fresh pages to fault in) are smaller.
+SMALL_CHUNK_BYTES = 4 << 20
 #: Files smaller than this are parsed by the regular path only (one code path for the
 #: small files that tests and demos use; the fast path pays off on big files).
 MIN_FAST_BYTES = 8 << 20
@@ -106,6 +111,64 @@ def iter_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Chunk]:
         yield chunk
 
 
+def chunk_bytes(size: int) -> int:
+    """Bytes per chunk for a file of ``size`` bytes (see `SMALL_CHUNK_BYTES`)."""
+    return min(CHUNK_BYTES, max(SMALL_CHUNK_BYTES, size // 4))
+
+
+#: mpstat reads a file up to this size in one go (one copy of its bytes, no separate
+#: pass to check UTF-8) and cuts it into blocks in memory (:func:`split_blocks`).
+ONE_READ_BYTES = 64 << 20
+
+
+def workers(size: int) -> int:
+    """Worker threads for a file of ``size`` bytes: one up to `ONE_READ_BYTES` (with this
+    thread, two busy: each more thread costs its own fresh memory, a good part of the time
+    of a file of a few chunks, and shares a loaded machine's cores), else two."""
+    return 1 if size <= ONE_READ_BYTES else 2
+
+
+def read_all(path: Path) -> np.ndarray:
+    """The bytes of ``path`` in one fresh buffer."""
+    size = path.stat().st_size
+    data = np.empty(size, dtype=np.uint8)
+    view = memoryview(data)
+    got = 0
+    with open(path, "rb", buffering=0) as f:
+        while got < size and (n := f.readinto(view[got:])):
+            got += n
+    del view
+    return data[:got]
+
+
+def split_blocks(data: np.ndarray, chunk_bytes: int = CHUNK_BYTES) -> Iterator[np.ndarray]:
+    """:func:`read_blocks` of bytes in memory: blocks of whole lines (views of ``data``;
+    the last may end without a newline), about ``chunk_bytes`` each."""
+    start = 0
+    while start < data.size:
+        end = min(start + chunk_bytes, data.size)
+        if end < data.size:
+            cut = _after_last_newline(data[start:end])
+            if cut:
+                end = start + cut
+            else:  # no newline in a whole block: up to the next one
+                nl = np.flatnonzero(data[end:] == NL)
+                end = end + int(nl[0]) + 1 if nl.size else data.size
+        yield data[start:end]
+        start = end
+
+
+def utf8(data: np.ndarray) -> bool:
+    """Whether bytes of whole lines are valid UTF-8 (a newline never cuts a character)."""
+    if not data.size or int(data.max()) < 0x80:
+        return True
+    try:
+        codecs.utf_8_decode(data, "strict", True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def read_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[np.ndarray]:
     """The bytes of ``path`` in blocks of whole lines (the last may end without a newline).
 
@@ -152,7 +215,7 @@ def chunk_of(buf: np.ndarray, first_line: int = 1, starts: np.ndarray | None = N
     unless their ``starts`` (offsets, from an earlier pass over the same block) are given."""
     unterminated = buf.size == 0 or buf[-1] != NL
     if starts is None:
-        nl = np.flatnonzero(buf == NL)
+        nl = newlines(buf)
         ends = np.append(nl, buf.size) if unterminated else nl
         starts = np.empty_like(ends)
         starts[0] = 0
@@ -163,6 +226,15 @@ def chunk_of(buf: np.ndarray, first_line: int = 1, starts: np.ndarray | None = N
         ends[:-1] = starts[1:] - 1
         ends[-1] = buf.size if unterminated else buf.size - 1
     return Chunk(buf, first_line, starts, ends - starts, bool(unterminated))
+
+
+def newlines(buf: np.ndarray, step: int = 1 << 18) -> np.ndarray:
+    """Offsets of the newlines of ``buf``, a quarter MiB at a time (a mask of the whole
+    block would be as big as the block: fresh pages to fault in, twice the time)."""
+    if buf.size <= step:
+        return np.flatnonzero(buf == NL)
+    parts = [np.flatnonzero(buf[i : i + step] == NL) + i for i in range(0, buf.size, step)]
+    return np.concatenate(parts)
 
 
 def blank_at(chunk: Chunk, rows: np.ndarray, offsets: Sequence[int], byte: int = SP) -> np.ndarray:

@@ -204,13 +204,15 @@ def _has_bytes(path: Path, *needles: bytes, chunk: int = 1 << 22) -> list[bool]:
     return found
 
 
-def needs_utf8_repair(path: Path, chunk: int = 1 << 22) -> bool:
+def needs_utf8_repair(path: Path, chunk: int = 1 << 20) -> bool:
     """True when the file is not valid UTF-8, checked by streaming (ASCII chunks are
     skipped at memory speed; only chunks with high bytes go through the decoder)."""
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    buf = bytearray(chunk)  # one buffer for every block: no fresh pages per read
     try:
-        with open(path, "rb") as f:
-            while block := f.read(chunk):
+        with open(path, "rb", buffering=0) as f:
+            while n := f.readinto(buf):
+                block = buf if n == chunk else buf[:n]
                 if block.isascii() and not decoder.getstate()[0]:
                     continue
                 decoder.decode(block)

@@ -260,17 +260,18 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one iostat output file into ``iostat_cpu`` and ``iostat_device``."""
     cov = base.Coverage()
     head = base.read_head(path)
+    json = head.lstrip().startswith("{")
+    if not json and path.stat().st_size >= _fast.MIN_FAST_BYTES:
+        done = _iostat_fast.parse(path, ctx, cov, head)  # checks UTF-8 on its way
+        if done is not None:
+            return done
     repair = base.needs_utf8_repair(path)
     if repair:
         cov.notes.append("file is not valid UTF-8: invalid bytes replaced")
-    if head.lstrip().startswith("{"):
+    if json:
         if path.stat().st_size >= _fast.MIN_FAST_BYTES:
             return _iostat_json_chunks.parse(path, ctx, cov, repair)
         return _iostat_json.parse(path, ctx, cov)
-    if not repair and path.stat().st_size >= _fast.MIN_FAST_BYTES:
-        done = _iostat_fast.parse(path, ctx, cov, head)
-        if done is not None:
-            return done
     df = _reports(_classify(path))
     sample = "\n".join(df.filter(pl.col("kind").is_in(["cpu", "other"]))["line"].head(50))
     human = bool(re.search(r"\d[.,]\d[kMGTPE%](\s|$)", sample))

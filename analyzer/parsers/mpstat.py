@@ -34,10 +34,11 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _mpstat_fast, _mpstat_json, base
+from analyzer.parsers import _mpstat_chunk, _mpstat_fast, _mpstat_json, base
 from analyzer.parsers import _sysstat as s
 from analyzer.parsers import _sysstat_fast as _fast
 
@@ -119,11 +120,10 @@ def _classify(path: Path, mode: str) -> pl.DataFrame:
     return classify_lines(base.read_lines(path), mode)
 
 
-def classify_lines(lines: pl.LazyFrame | pl.DataFrame, mode: str) -> pl.DataFrame:
-    """``lines`` (``line_no``, ``line``) with ``kind``, ``hdr`` (line of the governing
-    header, 0 = none), ``hdr_time`` and ``time`` (row time token)."""
+def _kind() -> pl.Expr:
+    """The kind of a line by itself: blank, banner, average, header, row or other."""
     line = pl.col("line")
-    kind = (
+    return (
         pl.when(line.str.contains(r"^\s*$"))
         .then(pl.lit("blank"))
         .when(line.str.contains(s.BANNER_PL))
@@ -136,6 +136,17 @@ def classify_lines(lines: pl.LazyFrame | pl.DataFrame, mode: str) -> pl.DataFram
         .then(pl.lit("row"))
         .otherwise(pl.lit("other"))
     )
+
+
+def line_kinds(lines: pl.DataFrame) -> pl.DataFrame:
+    """``lines`` (``line``) with ``kind``, each line on its own (no header context)."""
+    return lines.with_columns(_kind().alias("kind"))
+
+
+def classify_lines(lines: pl.LazyFrame | pl.DataFrame, mode: str) -> pl.DataFrame:
+    """``lines`` (``line_no``, ``line``) with ``kind``, ``hdr`` (line of the governing
+    header, 0 = none), ``hdr_time`` and ``time`` (row time token)."""
+    line = pl.col("line")
     if mode == "epoch":
         time = line.str.extract(r"^(\d{9,11})\s")
     else:
@@ -143,7 +154,7 @@ def classify_lines(lines: pl.LazyFrame | pl.DataFrame, mode: str) -> pl.DataFram
     is_hdr = pl.col("kind") == "header"
     return (
         lines.lazy()
-        .with_columns(kind.alias("kind"))
+        .with_columns(_kind().alias("kind"))
         .with_columns(
             pl.when(is_hdr).then(pl.col("line_no")).forward_fill().fill_null(0).alias("hdr"),
             pl.when(is_hdr).then(time).forward_fill().alias("hdr_time"),
@@ -269,7 +280,12 @@ def layout_frames(
 
 
 def _parse_fast(
-    path: Path, ctx: base.ParseContext, cov: base.Coverage, head: str, comma: bool
+    path: Path,
+    ctx: base.ParseContext,
+    cov: base.Coverage,
+    head: str,
+    comma: bool,
+    data: np.ndarray | None = None,
 ) -> base.ParseResult | None:
     """Big 24-hour text files: chunked fast path (:mod:`._mpstat_fast`); None when no
     table of the file's head can be read that way."""
@@ -304,9 +320,12 @@ def _parse_fast(
         headers=headers,
         finish=lambda frame, key: _finish(frame, key, day0, zone, False),
         table_kind=_table_kind,
+        line_kinds=line_kinds,
+        templates=_mpstat_chunk.templates(hdrs),
+        banner=_mpstat_chunk.plain(banner_line[0]) if banner_line else b"",
         emit=ctx.sink or keep,
     )
-    _mpstat_fast.parse_chunks(path, cx, cov, gs)
+    _mpstat_fast.parse_chunks(path, cx, cov, gs, data)
     if cov.parsed:
         s.tz_for(ctx, cov)
         if day0 is None:
@@ -321,7 +340,11 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one mpstat output file into ``mpstat_cpu``, ``mpstat_node``, ``mpstat_irq``."""
     cov = base.Coverage()
     head = base.read_head(path)
-    repair = base.needs_utf8_repair(path)
+    size = path.stat().st_size
+    data = None  # a big file of a few chunks: read once, checked and parsed from memory
+    if _fast.MIN_FAST_BYTES <= size <= _fast.ONE_READ_BYTES and not head.lstrip().startswith("{"):
+        data = _fast.read_all(path)
+    repair = base.needs_utf8_repair(path) if data is None else not _fast.utf8(data)
     if repair:
         cov.notes.append("file is not valid UTF-8: invalid bytes replaced")
     if head.lstrip().startswith("{"):
@@ -329,10 +352,11 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     twelve = s.twelve_hour_clock(head)
     comma = s.uses_decimal_comma(head)
     epoch = re.search(r"(?m)^\d{9,11}\s+CPU\s", head) is not None
-    if not (twelve or epoch or repair) and path.stat().st_size >= _fast.MIN_FAST_BYTES:
-        done = _parse_fast(path, ctx, cov, head, comma)
+    if not (twelve or epoch or repair) and size >= _fast.MIN_FAST_BYTES:
+        done = _parse_fast(path, ctx, cov, head, comma, data)
         if done is not None:
             return done
+    del data
     df = _classify(path, "epoch" if epoch else "12h" if twelve else "24h")
     cov.total = df.height
     if not s.ends_with_newline(path) and df.height:

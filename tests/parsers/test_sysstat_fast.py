@@ -21,7 +21,15 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal, assert_series_equal
 
-from analyzer.parsers import _iostat_scan, _sysstat_fast, _sysstat_swar, base, iostat, mpstat
+from analyzer.parsers import (
+    _iostat_fast,
+    _iostat_scan,
+    _sysstat_fast,
+    _sysstat_swar,
+    base,
+    iostat,
+    mpstat,
+)
 from analyzer.parsers import _sysstat as s
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,24 +64,33 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _both(
-    module, path: Path, mp: pytest.MonkeyPatch, chunk: int = 4096, sink: bool = False, **kw
+    module,
+    path: Path,
+    mp: pytest.MonkeyPatch,
+    chunk: int = 4096,
+    sink: bool = False,
+    passes: int = 1,
+    **kw,
 ) -> tuple[base.ParseResult, base.ParseResult]:
     """(big-file path, regular path) results; with ``sink`` the streamed frames are put
-    back into the first result's tables."""
+    back into the first result's tables. ``passes=2``: iostat text scans the file first
+    (as it does for files over ``ONE_PASS_BYTES``)."""
     got: dict[str, list[pl.DataFrame]] = {}
 
     def keep(name: str, frame: pl.DataFrame) -> None:
         got.setdefault(name, []).append(frame)
 
-    ctx = base.ParseContext(file_name=path.name, tz="UTC", sink=keep if sink else None, **kw)
+    kw.setdefault("tz", "UTC")
+    ctx = base.ParseContext(file_name=path.name, sink=keep if sink else None, **kw)
     mp.setattr(_sysstat_fast, "MIN_FAST_BYTES", 0)
     mp.setattr(_sysstat_fast, "CHUNK_BYTES", chunk)
+    mp.setattr(_iostat_fast, "ONE_PASS_BYTES", 1 << 62 if passes == 1 else -1)
     fast = module.parse(path, ctx)
     for name, frames in got.items():
         assert name not in fast.tables, "a table both streamed and returned"
         fast.tables[name] = pl.concat(frames)
     mp.setattr(_sysstat_fast, "MIN_FAST_BYTES", 1 << 62)
-    slow = module.parse(path, base.ParseContext(file_name=path.name, tz="UTC", **kw))
+    slow = module.parse(path, base.ParseContext(file_name=path.name, **kw))
     return fast, slow
 
 
@@ -98,9 +115,12 @@ def test_mpstat_fast_path_equals_regular_path_on_every_fixture(path, monkeypatch
 
 
 @pytest.mark.parametrize("sink", [False, True], ids=["returned", "streamed"])
+@pytest.mark.parametrize("passes", [1, 2])
 @pytest.mark.parametrize("path", _outputs("iostat", json=False), ids=lambda p: p.name)
-def test_iostat_fast_path_equals_regular_path_on_every_fixture(path, sink, monkeypatch) -> None:
-    _assert_same(*_both(iostat, path, monkeypatch, sink=sink))
+def test_iostat_fast_path_equals_regular_path_on_every_fixture(
+    path, sink, passes, monkeypatch
+) -> None:
+    _assert_same(*_both(iostat, path, monkeypatch, sink=sink, passes=passes))
 
 
 @pytest.mark.parametrize("sink", [False, True], ids=["returned", "streamed"])
@@ -111,23 +131,51 @@ def test_iostat_json_in_blocks_equals_whole_file_reader_on_every_fixture(
     _assert_same(*_both(iostat, path, monkeypatch, chunk=512, sink=sink))
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("name", ["mpstat.out", "mpstat_irq.out"])
 @pytest.mark.parametrize("chunk", [2048, 65536, 1 << 24])
 def test_mpstat_fast_path_equals_regular_path_on_a_real_capture(
-    real, name, chunk, monkeypatch
+    real, name, chunk, workers, monkeypatch
 ) -> None:
+    monkeypatch.setattr(_sysstat_fast, "workers", lambda size: workers)
     fast, slow = _both(mpstat, real[name], monkeypatch, chunk)
     assert fast.coverage.parsed > 1000
     _assert_same(fast, slow)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("passes", [1, 2])
 @pytest.mark.parametrize("sink", [False, True], ids=["returned", "streamed"])
 @pytest.mark.parametrize("chunk", [2048, 1 << 24])
 def test_iostat_fast_path_equals_regular_path_on_a_real_capture(
-    real, chunk, sink, monkeypatch
+    real, chunk, sink, passes, workers, monkeypatch
 ) -> None:
-    fast, slow = _both(iostat, real["iostat.out"], monkeypatch, chunk, sink)
+    monkeypatch.setattr(_sysstat_fast, "workers", lambda size: workers)
+    fast, slow = _both(iostat, real["iostat.out"], monkeypatch, chunk, sink, passes)
     assert fast.coverage.parsed > 300
+    _assert_same(fast, slow)
+
+
+@pytest.mark.parametrize("name", ["mpstat.out", "mpstat_irq.out", "iostat.out"])
+def test_fast_paths_read_local_times_in_the_zone_of_the_capture(real, name, monkeypatch) -> None:
+    module = iostat if name.startswith("iostat") else mpstat
+    fast, slow = _both(module, real[name], monkeypatch, 8192, True, tz="America/New_York")
+    _assert_same(fast, slow)
+
+
+@pytest.mark.parametrize("passes", [1, 2])
+@pytest.mark.parametrize("name", ["mpstat.out", "mpstat_irq.out", "iostat.out"])
+def test_a_file_that_is_not_utf8_goes_to_the_regular_path_whole(
+    real, name, passes, tmp_path, monkeypatch
+) -> None:
+    data = bytearray(real[name].read_bytes())
+    at = data.index(b"\n", len(data) * 2 // 3) + 3  # a line far from the start
+    data[at : at + 1] = b"\xff"
+    path = tmp_path / name
+    path.write_bytes(bytes(data))
+    module = iostat if name.startswith("iostat") else mpstat
+    fast, slow = _both(module, path, monkeypatch, 8192, True, passes)
+    assert "file is not valid UTF-8: invalid bytes replaced" in fast.coverage.notes
     _assert_same(fast, slow)
 
 
@@ -191,7 +239,16 @@ def _mpstat_edits() -> dict[str, object]:
         ls[rows[3]] = ls[rows[3]][:-6] + "1234.567"
         return ls
 
+    def banner_again(ls):  # a restarted capture: banner, blank, a header of the same layout
+        i = next(n for n, x in enumerate(ls) if n > 100 and "CPU" in x)
+        return [*ls[:i], ls[0], "", *ls[i:]]
+
+    def no_banner(ls):  # no date: NULL times
+        return ls[1:]
+
     return {
+        "no_banner": no_banner,
+        "banner_again": banner_again,
         "bad_value": bad_value,
         "semicolon": semicolon,
         "node_table": node_table,
@@ -204,11 +261,12 @@ def _mpstat_edits() -> dict[str, object]:
     }
 
 
+@pytest.mark.parametrize("name", ["mpstat.out", "mpstat_irq.out"])
 @pytest.mark.parametrize("edit", list(_mpstat_edits()))
 def test_mpstat_fast_path_equals_regular_path_on_hostile_edits(
-    real, edit, tmp_path, monkeypatch
+    real, edit, name, tmp_path, monkeypatch
 ) -> None:
-    path = _edit(real["mpstat.out"], tmp_path / "mpstat.out", _mpstat_edits()[edit])
+    path = _edit(real[name], tmp_path / name, _mpstat_edits()[edit])
     _assert_same(*_both(mpstat, path, monkeypatch, 8192))
 
 
@@ -278,16 +336,41 @@ _IOSTAT_EDITS = [
 ]
 
 
+@pytest.mark.parametrize("passes", [1, 2])
 @pytest.mark.parametrize("sink", [False, True], ids=["returned", "streamed"])
 @pytest.mark.parametrize("edit", _IOSTAT_EDITS)
 def test_iostat_fast_path_equals_regular_path_on_hostile_edits(
-    real, edit, sink, tmp_path, monkeypatch
+    real, edit, sink, passes, tmp_path, monkeypatch
 ) -> None:
     path = _edit(real["iostat.out"], tmp_path / "iostat.out", lambda ls: _iostat_edit(edit, ls))
-    fast, slow = _both(iostat, path, monkeypatch, 8192, sink, command="iostat -t -x -y 1 160")
+    cmd = "iostat -t -x -y 1 160"
+    fast, slow = _both(iostat, path, monkeypatch, 8192, sink, passes, command=cmd)
     _assert_same(fast, slow)
     names = set(_frames(slow)["iostat_device"].get_column("device").unique().to_list())
     assert names <= _iostat_scan.scan(path, "").names  # the first pass misses no device
+
+
+@pytest.mark.parametrize("edit", [*_IOSTAT_EDITS, "layout_at_the_end"])
+def test_iostat_streams_in_one_pass_what_it_streams_after_a_first_pass(
+    real, edit, tmp_path, monkeypatch
+) -> None:
+    def edited(ls: list[str]) -> list[str]:
+        if edit != "layout_at_the_end":
+            return _iostat_edit(edit, ls)
+        basic = "Device             tps    kB_read/s    kB_wrtn/s    kB_read    kB_wrtn"
+        return [*ls, "", basic, "vdb               1.00         0.00        12.00          0  12"]
+
+    path = _edit(real["iostat.out"], tmp_path / "iostat.out", edited)
+    monkeypatch.setattr(_sysstat_fast, "MIN_FAST_BYTES", 0)
+    monkeypatch.setattr(_sysstat_fast, "CHUNK_BYTES", 8192)
+
+    def streamed(one_pass: int) -> tuple[set[str], set[str]]:
+        monkeypatch.setattr(_iostat_fast, "ONE_PASS_BYTES", one_pass)
+        got: set[str] = set()
+        ctx = base.ParseContext(file_name=path.name, tz="UTC", sink=lambda n, f: got.add(n))
+        return got, set(iostat.parse(path, ctx).tables)
+
+    assert streamed(1 << 62) == streamed(-1)
 
 
 def _json_edit(edit: str, ls: list[str]) -> list[str]:
@@ -401,6 +484,34 @@ def test_numpy_numbers_are_the_regular_casts_or_refused(slot, comma) -> None:
     assert ok.sum() > 500
 
 
+@pytest.mark.parametrize("comma", [False, True])
+def test_narrow_numbers_give_the_two_word_reading_of_every_row(comma) -> None:
+    slots = [(5, 16, 2), (16, 27, 2), (27, 35, 1), (35, 52, 3), (52, 57, 0)]
+    width = 58
+    rnd = random.Random(7)
+    cases = _number_cases(11 + comma, 40000)
+    lines = []
+    for i in range(0, len(cases) - len(slots), len(slots)):
+        row = "ab c1"
+        for (start, end, dec), v in zip(slots, cases[i : i + len(slots)], strict=True):
+            if rnd.random() < 0.9:  # mostly well-formed values, some of them long
+                v = f"{rnd.random() * 10 ** rnd.randint(0, 10):.{dec}f}"
+            v = v.replace(".", ",") if comma and rnd.random() < 0.5 else v
+            row += v[-(end - start) :].rjust(end - start)
+        lines.append(row.ljust(width, "z"))
+    m = np.frombuffer("".join(lines).encode(), np.uint8).reshape(len(lines), width).copy()
+    full = _sysstat_swar.Numbers(slots, comma)
+    narrow = _sysstat_swar.Numbers(slots, comma, narrow=True)
+    ok, vals = full(m)
+    ok2, vals2 = narrow(m)
+    for j in range(len(slots)):
+        a, b = full.row[j], narrow.row[j]
+        assert (ok[a] == ok2[b]).all()
+        assert (vals[a][ok[a]] == vals2[b][ok2[b]]).all()
+    assert (ok.sum(axis=1) > 1000).all() and (~ok).sum(axis=1).min() > 500
+    assert ok.all(axis=0).sum() > 500
+
+
 def test_numpy_clock_is_the_regular_clock_or_refused() -> None:
     rnd = random.Random(4)
     times = [
@@ -450,3 +561,15 @@ def test_chunk_lines_are_the_same_text_by_python_or_by_arrow(monkeypatch) -> Non
     assert few.get_column("line").to_list() == ["a b", "", "xy", "  Device  ", "été", "last"]
     assert few.get_column("line_no").to_list() == [7, 8, 9, 10, 11, 12]
     assert chunk.unterminated
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 20])
+def test_blocks_cut_in_memory_are_whole_lines_of_the_file(chunk, tmp_path) -> None:
+    data = b"a\n" + b"x" * 300 + b"\n\n" + b"".join(b"%d line\n" % i for i in range(500)) + b"end"
+    path = tmp_path / "f.out"
+    path.write_bytes(data)
+    mem = list(_sysstat_fast.split_blocks(_sysstat_fast.read_all(path), chunk))
+    disk = list(_sysstat_fast.read_blocks(path, chunk))
+    for blocks in (mem, disk):
+        assert b"".join(b.tobytes() for b in blocks) == data
+        assert all(b[-1] == 10 for b in blocks[:-1]) and all(b.size for b in blocks)
