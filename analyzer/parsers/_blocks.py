@@ -1,13 +1,13 @@
 """Read a text file in blocks of whole lines, cut where the caller's parser can restart.
 
-Private helper of the chunked parsers (bpftrace text, nvidia_dmon, psi, sar). A block is
-a polars frame ``line_no`` (UInt32, 1-based), ``line`` (String) with exactly the lines
+Private helper of the chunked parsers (bpftrace text, nvidia_dmon, psi, sar). A block's
+lines (`Block.lines`: ``line_no`` UInt32 1-based, ``line`` String) are exactly the lines
 `base.read_lines` gives for the same part of the file (``\\r\\n`` and a final ``\\r``
-removed, NUL bytes dropped). The caller's ``cut(buf, limit)`` picks where a block ends:
-the byte offset of a line start in ``(0, limit]`` where its parser keeps no state it
-cannot carry over, or -1 when ``buf`` holds none (then more of the file is read into the
-same block, doubling the read size, so a file without any cut point is one block — the
-same as reading it whole). ``ahead`` holds the ``lookahead`` lines that follow the block
+removed, NUL bytes dropped); they are only split when a parser asks (`Block`). The
+caller's ``cut(buf, limit)`` picks where a block ends: the byte offset of a line start in
+``(0, limit]`` where its parser keeps no state it cannot carry over, or -1 when ``buf``
+holds none (then more of the file is read into the same block, doubling the read size,
+so a file without any cut point is one block — the same as reading it whole). ``ahead`` holds the ``lookahead`` lines that follow the block
 (they are the first lines of the next block): context for parsers whose line kinds
 depend on the next lines, never counted twice.
 
@@ -17,13 +17,15 @@ replaced block by block, with the same result as `base.read_lines`' repaired cop
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
+from analyzer.parsers import _sysstat_fast as fast
 from analyzer.parsers import base
 
 #: Bytes read per block: big enough to amortize per-call overhead, small enough that a
@@ -33,34 +35,74 @@ CHUNK_BYTES = 8 << 20
 Cut = Callable[[bytes, int], int]
 
 
-@dataclass
 class Block:
-    """Whole lines of a file (``lines``), the lines right after them (``ahead``),
-    whether this is the file's last block (``last``) and its bytes (``data``, invalid
-    UTF-8 replaced: ``lines`` are these bytes split at ``\\n``, NUL bytes and final
-    ``\\r`` removed)."""
+    """Whole lines of a file: ``data`` (its bytes, invalid UTF-8 replaced), ``first_line``
+    (1-based number of its first line), ``n_lines``, ``last`` (the file's last block).
 
-    lines: pl.DataFrame
-    ahead: pl.DataFrame
-    last: bool
-    data: bytes
+    Nothing is split until asked for: `lines` (every line as a frame: ``data`` split at
+    ``\\n``, NUL bytes and a final ``\\r`` removed), `ahead` (the look-ahead lines),
+    `chunk` (line offsets by numpy) and `subset` (some lines as a frame) are built on first
+    use, so a parser that types most rows from the bytes never builds a frame of them all.
+    """
+
+    def __init__(self, data: bytes, first_line: int, ahead: bytes, last: bool) -> None:
+        self.data, self.first_line, self.last = data, first_line, last
+        self._ahead = ahead
+
+    @functools.cached_property
+    def n_lines(self) -> int:
+        """Number of lines (a last one without newline included)."""
+        if "chunk" in self.__dict__:
+            return self.chunk.n
+        return self.data.count(b"\n") + (not self.data.endswith(b"\n"))
+
+    @functools.cached_property
+    def lines(self) -> pl.DataFrame:
+        """``line_no`` (UInt32, 1-based), ``line`` (String) of every line."""
+        return frame(self.data, self.first_line)
+
+    @functools.cached_property
+    def ahead(self) -> pl.DataFrame:
+        """The look-ahead lines, numbered from 0 (context only, never counted)."""
+        return frame(self._ahead, 0)
+
+    @functools.cached_property
+    def plain(self) -> bool:
+        """ASCII without NUL or CR: every line is exactly its bytes."""
+        return self.data.isascii() and b"\x00" not in self.data and b"\r" not in self.data
+
+    @functools.cached_property
+    def chunk(self) -> fast.Chunk:
+        """The block as a `_sysstat_fast.Chunk` (line offsets and lengths by numpy)."""
+        return fast.chunk_of(np.frombuffer(self.data, dtype=np.uint8), self.first_line)
+
+    def subset(self, idx: np.ndarray) -> pl.DataFrame:
+        """``line_no``, ``line`` of the lines ``idx`` (0-based, ascending), as in `lines`."""
+        if "lines" in self.__dict__ or not self.plain or idx.size == self.n_lines:
+            return self.lines if idx.size == self.n_lines else self.lines[idx]
+        return self.chunk.lines(idx)
 
 
-def frame(data: bytes, first_line: int) -> tuple[pl.DataFrame, bytes]:
-    """``line_no``, ``line`` of the whole lines in ``data`` (numbered from ``first_line``),
-    and ``data`` with invalid UTF-8 replaced by U+FFFD, as `base.utf8_clean_copy` does (a
+def _utf8(data: bytes) -> bytes:
+    """``data`` with invalid UTF-8 replaced by U+FFFD, as `base.utf8_clean_copy` does (a
     newline ends every byte sequence, so block by block gives the same text)."""
     if not data.isascii():
         try:
             data.decode("utf-8")
         except UnicodeDecodeError:
-            data = data.decode("utf-8", "replace").encode("utf-8")
+            return data.decode("utf-8", "replace").encode("utf-8")
+    return data
+
+
+def frame(data: bytes, first_line: int) -> pl.DataFrame:
+    """``line_no``, ``line`` of the whole lines in ``data`` (valid UTF-8), numbered from
+    ``first_line``."""
     lf = pl.scan_lines(data, name="line").with_row_index("line_no", offset=first_line)
     if b"\x00" in data:
         lf = lf.with_columns(pl.col("line").str.replace_all("\x00", "", literal=True))
     if b"\r" in data:
         lf = lf.with_columns(pl.col("line").str.strip_suffix("\r"))
-    return lf.collect(), data
+    return lf.collect()
 
 
 def at_line_end(buf: bytes, limit: int) -> int:
@@ -101,9 +143,9 @@ class Blocks:
         self.repaired = False
 
     def _block(self, data: bytes, first_line: int, ahead: bytes, last: bool) -> Block:
-        lines, clean = frame(data, first_line)
+        clean = _utf8(data)
         self.repaired = self.repaired or clean is not data
-        return Block(lines, frame(ahead, 0)[0], last, clean)
+        return Block(clean, first_line, _utf8(ahead), last)
 
     def __iter__(self) -> Iterator[Block]:
         size = self.chunk_bytes
@@ -129,7 +171,7 @@ class Blocks:
                 pending, want = buf[at:], size
                 block = self._block(buf[:at], line_no, _head_lines(pending, self.lookahead), False)
                 yield block
-                line_no += block.lines.height
+                line_no += block.n_lines
 
 
 class Rows:

@@ -11,11 +11,14 @@ Speed: a line that starts with ``HH:MM:SS`` and two blanks (every row and header
 prints with a 24-hour clock) is split by position: its time is its first 8 bytes, so no
 time regex runs on it, and it cannot be a banner or an ``Average:`` line (those start
 with a letter). Empty lines are blank. Every other line goes through the full
-classification (`_classify_full`), as does a block with colour escape codes.
+classification (`_classify_full`), as does a block with colour escape codes. Blocks of
+plain ASCII mostly skip this module's frames: `_sar_fast` reads their headers and data
+rows from the bytes and `_sar_merge` does what `Stream.block` does with the rest.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
@@ -129,18 +132,26 @@ def classify(lines: pl.DataFrame, plain: bool) -> pl.DataFrame:
 
 @dataclass
 class Stream:
-    """A sar text file read block by block: what carries from one block to the next."""
+    """A sar text file read block by block: what carries from one block to the next.
+    ``human``: whether values are read as ``--human`` numbers, or a function that tells
+    (called once, when rows of the regular path first need it)."""
 
     day0: date | None
     zone: str | None
-    human: bool
+    human: bool | Callable[[], bool]
     hdr: str | None = None  # section header in effect ('' after an Average block)
+    hdr_tail: int = -1  # its `_sar_fast.Tails` id (-1: none known)
     run: int = 0  # runs of rows so far (a run ends at an Average block)
     last_sec: int | None = None  # clock of the current run's last timed row
     day: int = 0  # midnight roll-overs in the current run so far
     sections: list[sx.Section] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)  # header text of each section
     events: pl.DataFrame | None = None  # events already kept (deduplicated over the file)
+
+    def is_human(self) -> bool:
+        if callable(self.human):
+            self.human = bool(self.human())
+        return self.human
 
     def block(
         self, df: pl.DataFrame, cov: base.Coverage, plain: bool = False
@@ -166,8 +177,10 @@ class Stream:
             tables["sar_events"] = events
         good = self.good_rows(timed.filter(pl.col("kind") == "data"), cov)
         cov.parsed += good.height
-        rows = good.select("ts", "sid", "tok")
-        tables |= sx.extract(rows, self.sections, self.human, plain and not self.human)
+        if good.height:
+            human = self.is_human()
+            rows = good.select("ts", "sid", "tok")
+            tables |= sx.extract(rows, self.sections, human, plain and not human)
         return tables
 
     def headers(self, df: pl.DataFrame) -> pl.DataFrame:

@@ -156,7 +156,10 @@ def extract(
     rows: pl.DataFrame, sections: list[Section], human: bool = False, plain: bool = False
 ) -> dict[str, pl.DataFrame]:
     """Build every table that has rows; ``rows`` has ts, sid, tok (validated widths).
-    ``plain``: no token holds a blank or a comma (see `cast_value`)."""
+    ``plain``: no token holds a blank or a comma (see `cast_value`). When ``rows`` has
+    ``line_no``, each table also gets the keys of its row order (``line_no``; ``_sid``,
+    ``_tpl`` for sar_psi; ``_sid``, ``_m`` for sar_other) so that other rows can be merged
+    in (`_sar_fast`); the table schemas drop them."""
     out: dict[str, pl.DataFrame] = {}
     by_table: dict[str, list[int]] = {}
     for i, s in enumerate(sections):
@@ -195,22 +198,25 @@ def _dedicated(
     ix = pl.DataFrame(idx, schema=schema)
     j = sub.join(ix, on="sid", how="left")
     exprs = [pl.col("ts")]
+    order = ["line_no"] if "line_no" in sub.columns else []
     for col, spec in cols.items():
         tok = pl.col("tok").list.get(pl.col(f"_i_{col}"), null_on_oob=True)
         v = cast_value(tok, spec[0], col, human, plain)
         if spec[0] == pl.Float64:
             v = v * pl.col(f"_k_{col}")
         exprs.append(v.alias(col))
-    return j.select(exprs)
+    return j.select(*exprs, *order)
 
 
 def _psi(
     sub: pl.DataFrame, sections: list[Section], sids: list[int], human: bool, plain: bool = False
 ) -> pl.DataFrame:
     parts = []
+    keyed = "line_no" in sub.columns
     for s in sids:
         rows = sub.filter(pl.col("sid") == s)
-        for res, kind, idx in sn.psi_templates(list(sections[s].names)):
+        for tpl, (res, kind, idx) in enumerate(sn.psi_templates(list(sections[s].names))):
+            order = [pl.lit(s, pl.Int64).alias("_sid"), pl.lit(tpl, pl.Int64).alias("_tpl")]
             parts.append(
                 rows.select(
                     "ts",
@@ -224,6 +230,7 @@ def _psi(
                         ).alias(c)
                         for c in ("avg10_pct", "avg60_pct", "avg300_pct", "avg_pct")
                     ),
+                    *([*order, "line_no"] if keyed else []),
                 )
             )
     return pl.concat(parts) if parts else pl.DataFrame()
@@ -247,12 +254,16 @@ def _other(
         idx = [i for i in range(sec.width) if i not in keys]
         if not idx:
             continue
+        keyed = "line_no" in rows.columns
+        order = [pl.lit(s, pl.Int64).alias("_sid"), "line_no"] if keyed else []
         long = rows.select(
             "ts",
             item.alias("item"),
             pl.col("tok").list.gather(idx, null_on_oob=True).alias("raw"),
             pl.lit([sec.names[i] for i in idx], pl.List(pl.String)).alias("metric"),
-        ).explode("raw", "metric")
+            *order,
+            *([pl.lit(list(range(len(idx))), pl.List(pl.Int64)).alias("_m")] if keyed else []),
+        ).explode("raw", "metric", *(["_m"] if keyed else []))
         v = _float(pl.col("raw"), human, plain)
         parts.append(
             long.select(
@@ -262,6 +273,7 @@ def _other(
                 "metric",
                 v.alias("value"),
                 pl.when(v.is_null()).then(pl.col("raw")).otherwise(None).alias("text"),
+                *(["_sid", "line_no", "_m"] if keyed else []),
             )
         )
     return pl.concat(parts) if parts else pl.DataFrame()

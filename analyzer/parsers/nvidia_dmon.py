@@ -12,7 +12,8 @@ date is taken from ``ctx.capture_start`` with midnight roll-over (``ts_source`` 
 Metric columns this parser does not know are kept, long-form, in ``gpu_dmon_other``
 (metric name, unit from the units header, value). Error text printed instead of data
 (``Not supported on the device(s)``, ``Failed to process command line``) is skipped with
-a reason.
+a reason. Rows of plain right-aligned numbers are typed from their bytes (`_dmon_fast`),
+the others from their tokens (`_dmon_block`): the same values either way.
 
 Tables: ``gpu_dmon`` (ts, ts_source, gpu, sm_pct, mem_pct, enc_pct, dec_pct, jpg_pct,
 ofa_pct, pwr_w, gtemp_c, mtemp_c, mclk_mhz, pclk_mhz, pviol_pct, tviol, fb_mib,
@@ -40,7 +41,8 @@ import polars as pl
 from analyzer.errors import ParseError
 from analyzer.parsers import _blocks, base
 from analyzer.parsers import _dmon_block as db
-from analyzer.parsers._nvbpf_time import DayCarry, hms_seconds, resolve_tz
+from analyzer.parsers import _dmon_fast as df_fast
+from analyzer.parsers._nvbpf_time import DayCarry, resolve_tz
 from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult
 
 F64, I64 = pl.Float64, pl.Int64
@@ -138,8 +140,8 @@ def parse(path: Path, ctx: ParseContext) -> ParseResult:
     out = _blocks.Rows(ctx, TABLES)
     blocks = _blocks.Blocks(path, _cut)
     for block in blocks:
-        cov.total += block.lines.height
         dmon, other = _block(block, ctx, tz, cov, carry, kinds, notes)
+        cov.total += block.n_lines
         out.put({"gpu_dmon": dmon} | ({"gpu_dmon_other": other} if other is not None else {}))
         placed = placed or dmon.get_column("ts").is_not_null().any()
     if kinds["names"] == 0 and kinds["error"] == 0 and kinds["data"] > 0:
@@ -168,42 +170,45 @@ def _block(
     notes: set[str],
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """One block -> (gpu_dmon rows, gpu_dmon_other rows or None when no header group of
-    the block has unknown metrics); counts kinds and skipped rows, collects ts notes."""
-    df = db.classify(block.lines)
-    kinds.update(dict(df.group_by("kind").len().iter_rows()))
+    the block has unknown metrics); counts kinds and skipped rows, collects ts notes.
+    Rows typed from their bytes (`_dmon_fast`) and the other lines (classified and
+    tokenized) meet per header group, in line order."""
+    fast: dict[tuple[str, str | None], pl.DataFrame] = {}
+    if block.plain:
+        fast, kept, heads = df_fast.groups(block, carry, _METRICS)
+        rest = np.ones(block.n_lines, dtype=bool)
+        rest[kept] = False
+        rest[heads.get_column("line_no").to_numpy() - block.first_line] = False
+        rest = np.flatnonzero(rest)
+        df = db.classify(block.subset(rest)).merge_sorted(heads, "line_no")
+        kinds["data"] += kept.size
+    else:
+        df = db.classify(block.lines)
+    kinds.update(dict(df.get_column("kind").value_counts().iter_rows()))
     data = db.headed(df, carry)
     cov.add_skipped("data row before any header", data.filter(pl.col("header").is_null()).height)
     data = data.filter(pl.col("header").is_not_null())
-    fast = db.layout(block.data, block.lines.height) if data.height else None
-    first_line = block.lines.get_column("line_no")[0] if block.lines.height else 0
+    slow = {k: g for k, g in data.group_by(["_ht", "_ut"], maintain_order=True)}
+    first = {k: g.get_column("line_no")[0] for k, g in slow.items()}
+    for k, f in fast.items():
+        first[k] = min(first.get(k, f.get_column("line_no")[0]), f.get_column("line_no")[0])
     frames, others = [], []
-    for (htext, utext), grp in data.group_by(["_ht", "_ut"], maintain_order=True):
+    for htext, utext in sorted(first, key=first.__getitem__):
         names = str(htext).lstrip("#").split()
         unit_list = str(utext).lstrip("#").split() if utext is not None else []
         if len(unit_list) != len(names):
             unit_list = [""] * len(names)
-        parts, rest = [], grp
-        if fast is not None:
-            idx = (grp.get_column("line_no").to_numpy() - first_line).astype(np.int64)
-            schema = db.column_types(names, _METRICS)
-            typed, kept = db.fast_rows(fast, grp, idx, len(names), schema)
-            if kept.size:
-                at = np.searchsorted(idx, kept)
-                typed = typed.with_columns(
-                    line_no=grp.get_column("line_no").gather(at),
-                    header=grp.get_column("header").gather(at),
-                )
-                parts.append(db.values(typed, names, _METRICS, typed=True))
-                rest = grp.filter(~pl.Series(np.isin(idx, kept)))
-        fields, bad = db.slow_fields(rest, len(names))
-        cov.add_skipped("column count differs from header", bad)
-        parts.append(db.values(fields, names, _METRICS, typed=False))
-        vals = pl.concat(parts).sort("line_no") if len(parts) > 1 else parts[0]
+        parts = [fast[(htext, utext)]] if (htext, utext) in fast else []
+        if (htext, utext) in slow:
+            fields, bad = db.slow_fields(slow[(htext, utext)], len(names))
+            cov.add_skipped("column count differs from header", bad)
+            parts.append(db.values(fields, names, _METRICS))
+        vals = pl.concat(parts, how="diagonal").sort("line_no") if len(parts) > 1 else parts[0]
         day = carry.days.setdefault((str(htext), utext), DayCarry())
         ts, src, note = db.times(names, ctx, tz, day)
         vals = vals.with_columns(ts.alias("ts"), src.alias("ts_source"))
-        if "_time" in vals.columns and "_date" not in vals.columns:
-            day.advance(vals.select(hms_seconds(pl.col("_time"))).to_series())
+        if "_sec" in vals.columns and "_naive" not in vals.columns:
+            day.advance(vals.get_column("_sec"))
         if note:
             notes.add(note)
         cov.parsed += vals.height
@@ -211,11 +216,10 @@ def _block(
         other = db.others(vals, names, unit_list)
         if other is not None:
             others.append(other)
-    dmon = (
-        pl.concat(frames, how="diagonal_relaxed").sort("line_no", maintain_order=True)
-        if frames
-        else pl.DataFrame(schema=TABLES["gpu_dmon"].schema)
-    )
+    if len(frames) > 1:
+        dmon = pl.concat(frames, how="diagonal_relaxed").sort("line_no", maintain_order=True)
+    else:  # one header group: its rows are in line order already
+        dmon = frames[0] if frames else pl.DataFrame(schema=TABLES["gpu_dmon"].schema)
     other = None
     if others:  # in the order of header blocks, then metric, then line
         other = pl.concat(others).sort(["_hdr", "_metric", "_line"], maintain_order=True)

@@ -26,6 +26,9 @@ source/resource/kind; NULL for the first sample, a counter reset (Δtotal < 0) o
 Table ``psi``: ts, source, resource, kind, avg10_pct, avg60_pct, avg300_pct, total_us,
 stall_pct (types and units in ``TABLES``).
 
+Sampler lines of the capture's exact shape are typed from their bytes (`_psi_fast`,
+`_psi_stall`); every other line goes through the regexes below. Both give the same rows.
+
 Sample input (sampler format)::
 
     1764424800.002 /proc/pressure/cpu some avg10=1.20 avg60=0.80 avg300=0.31 total=96242289
@@ -36,16 +39,18 @@ Sample input (sampler format)::
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+import numpy as np
 import polars as pl
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _blocks, base
+from analyzer.parsers import _blocks, _psi_fast, _psi_stall, base
 
 TABLES: dict[str, base.Table] = {
     "psi": base.table(
@@ -148,6 +153,18 @@ def _ends_with_newline(path: Path) -> bool:
 def _tokenize(lines: pl.DataFrame, cut_last: bool) -> pl.DataFrame:
     """``line_no``, the PSI fields, ``total``, ``aggr`` and ``what`` (the line's kind) of
     one block; ``cut_last``: its last line is a sampler line cut short (no newline)."""
+    if lines.height == 0:
+        return _no_lines()
+    return _tokenize_lines(lines, cut_last)
+
+
+@functools.cache
+def _no_lines() -> pl.DataFrame:
+    """`_tokenize` of no lines (the frame of its schema), computed once."""
+    return _tokenize_lines(pl.DataFrame(schema={"line_no": pl.UInt32, "line": pl.String}), False)
+
+
+def _tokenize_lines(lines: pl.DataFrame, cut_last: bool) -> pl.DataFrame:
     line = pl.col("line")
     # stage 1: the common PSI line; the other layouts are tried only on what is left
     lf = lines.lazy().with_columns(line.str.extract_groups(_PSI).alias("g"))
@@ -228,10 +245,17 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     out = _blocks.Rows(ctx, TABLES)
     blocks = _blocks.Blocks(path)
     for block in blocks:
-        df = _tokenize(block.lines, cut_end and block.last)
-        cov.total += df.height
-        counts.update(dict(df.group_by("what").len().iter_rows()))
-        typed = _rows(df, ctx, path, carry)
+        fast, lines = None, block.lines if not block.plain else None
+        if block.plain:
+            fast = _psi_fast.rows(block.chunk, b"\t" in block.data)
+            rest = np.ones(block.n_lines, dtype=bool)
+            rest[fast.idx] = False
+            lines = block.subset(np.flatnonzero(rest))
+            counts["psi"] += fast.height
+        df = _tokenize(lines, cut_end and block.last)
+        cov.total += block.n_lines
+        counts.update(dict(df.get_column("what").value_counts().iter_rows()))
+        typed = _rows(df, fast, ctx, path, carry)
         cov.parsed += typed.height
         out.put({"psi": typed} if typed.height else {})
     cov.add_structure("blank", counts["blank"])
@@ -255,51 +279,56 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     return base.ParseResult(tables=dict(out.tables()), coverage=cov, meta=meta)
 
 
-def _rows(df: pl.DataFrame, ctx: base.ParseContext, path: Path, carry: _Carry) -> pl.DataFrame:
-    """The typed ``psi`` rows of one tokenized block (``stall_pct`` continues from the last
+def _rows(
+    df: pl.DataFrame,
+    fast: _psi_fast.Fast | None,
+    ctx: base.ParseContext,
+    path: Path,
+    carry: _Carry,
+) -> pl.DataFrame:
+    """The typed ``psi`` rows of one block: the tokenized lines ``df`` and the rows typed
+    from their bytes (`_psi_fast`), in line order (``stall_pct`` continues from the last
     sample of each path/kind in earlier blocks); updates ``carry``."""
     if len(carry.aggr) < 16:
         aggr = df.filter(pl.col("what") == "aggr")["aggr"].cast(pl.Int64, strict=False)
         carry.aggr += aggr.drop_nulls().head(16 - len(carry.aggr)).to_list()
     rows = df.filter(pl.col("what").is_in(["psi", "legacy"]))
     carry.legacy = carry.legacy or bool((df.get_column("what") == "legacy").any())
+    if fast is not None and fast.height and rows.height == 0:
+        origin = pl.DataFrame({"path": fast.paths}, schema={"path": pl.String})
+        origin = origin.join(_path_origin(origin), on="path", how="left", maintain_order="left")
+        src, res = origin.get_column("p_source"), origin.get_column("p_resource")
+        typed, carry.last = _psi_stall.fast_block(fast, src, res, carry.last)
+        return typed
     if rows["path"].null_count() and carry.raw is None:
         carry.raw = _raw_origin(ctx, path)
     raw_source, raw_resource = carry.raw[:2] if carry.raw else (None, None)
-    rows = rows.join(_path_origin(rows), on="path", how="left", maintain_order="left")
-    source = pl.coalesce("p_source", pl.lit(raw_source, dtype=pl.String))
-    resource = pl.coalesce("p_resource", pl.lit(raw_resource, dtype=pl.String))
-    ts = pl.from_epoch(_epoch_us(pl.col("epoch")), time_unit="us").dt.replace_time_zone("UTC")
-    typed = rows.select(
+    rows = rows.select(
+        "line_no",
         "path",
-        ts.alias("ts"),
-        source.alias("source"),
-        resource.alias("resource"),
-        pl.col("kind"),
+        "kind",
+        _epoch_us(pl.col("epoch")).alias("epoch_us"),
         pl.col("a10").cast(pl.Float64, strict=False).alias("avg10_pct"),
         pl.col("a60").cast(pl.Float64, strict=False).alias("avg60_pct"),
         pl.col("a300").cast(pl.Float64, strict=False).alias("avg300_pct"),
         pl.col("total").cast(pl.Int64, strict=False).alias("total_us"),
     )
-    return _stall(typed, carry)
-
-
-def _stall(typed: pl.DataFrame, carry: _Carry) -> pl.DataFrame:
-    """``stall_pct`` from the previous sample of the same path/kind (same grouping as
-    source/resource/kind, cheaper), the one of an earlier block included."""
-    key = ["path", "kind"]
-    mark = pl.lit(False).alias("_prev")
-    both = typed.with_columns(mark)
-    if carry.last is not None:
-        both = pl.concat(
-            [carry.last.with_columns(pl.lit(True).alias("_prev")), both], how="diagonal"
-        )
-    d_total = pl.col("total_us") - pl.col("total_us").shift(1).over(key)
-    d_t = (pl.col("ts") - pl.col("ts").shift(1).over(key)).dt.total_microseconds()
-    stall = pl.when((d_total >= 0) & (d_t > 0)).then(100.0 * d_total / d_t)
-    both = both.with_columns(stall.alias("stall_pct"))
-    if both.height:
-        carry.last = both.group_by(key, maintain_order=True).agg(
-            pl.col("total_us").last(), pl.col("ts").last()
-        )
-    return both.filter(~pl.col("_prev")).drop("_prev")
+    if fast is not None and fast.height:
+        rows = pl.concat([fast.frame(), rows]).sort("line_no")
+    rows = rows.join(_path_origin(rows), on="path", how="left", maintain_order="left")
+    source = pl.coalesce("p_source", pl.lit(raw_source, dtype=pl.String))
+    resource = pl.coalesce("p_resource", pl.lit(raw_resource, dtype=pl.String))
+    ts = pl.from_epoch(pl.col("epoch_us"), time_unit="us").dt.replace_time_zone("UTC")
+    typed = rows.select(
+        "path",
+        ts.alias("ts"),
+        source.alias("source"),
+        resource.alias("resource"),
+        "kind",
+        "avg10_pct",
+        "avg60_pct",
+        "avg300_pct",
+        "total_us",
+    )
+    typed, carry.last = _psi_stall.stall(typed, carry.last)
+    return typed

@@ -51,6 +51,8 @@ import polars as pl
 
 from analyzer.parsers import _blocks, base
 from analyzer.parsers import _sar_blocks as sb
+from analyzer.parsers import _sar_fast as sf
+from analyzer.parsers import _sar_merge as sm
 from analyzer.parsers import _sar_tables as st
 from analyzer.parsers import _sysstat as ss
 
@@ -142,15 +144,27 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     day0 = banner.date if banner is not None else None
     if day0 is None:
         cov.notes.append("no sysstat banner with a date: ts is NULL")
-    stream = sb.Stream(day0=day0, zone=zone, human=_human(path))
+    stream = sb.Stream(day0=day0, zone=zone, human=lambda: _human(path))
+    tails = sf.Tails()
     counts: Counter[str] = Counter()
     out = _blocks.Rows(ctx, TABLES)
     blocks = _blocks.Blocks(path)
     for block in blocks:
-        df = sb.classify(block.lines, b"\x1b" not in block.data)
-        cov.total += df.height
-        counts.update(dict(df.group_by("kind").len().iter_rows()))
-        out.put(stream.block(df, cov, b"," not in block.data))
+        colour, plain = b"\x1b" in block.data, b"," not in block.data
+        part = sf.split(block, tails, stream.hdr_tail) if block.plain and not colour else None
+        if part is not None and part.fast is not None:
+            stream.hdr_tail = part.end_tail
+            counts["blank"] += part.blanks
+            counts["header"] += part.fast.head_line.size
+            counts["data"] += part.fast.idx.size
+            counts.update(dict(part.df.get_column("kind").value_counts().iter_rows()))
+            out.put(sm.block(stream, part, cov, plain, tails))
+        else:
+            df = part.df if part is not None else sb.classify(block.lines, not colour)
+            stream.hdr_tail = -1
+            counts.update(dict(df.get_column("kind").value_counts().iter_rows()))
+            out.put(stream.block(df, cov, plain))
+        cov.total += block.n_lines
     for k in ("banner", "blank", "header", "average"):
         cov.add_structure(k, counts[k])
     cov.add_skipped("unrecognized line (not sar output)", counts["garbage"])

@@ -9,12 +9,12 @@ variants (it prints integers and a fixed YYYYMMDD date), so no locale replay tes
 
 from __future__ import annotations
 
-import itertools
 import random
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import blockwise
+import numpy as np
 import polars as pl
 import pytest
 from blockwise import assert_same_as_one_block
@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _dmon_block, base, nvidia_dmon
+from analyzer.parsers import _blocks, _dmon_fast, base, nvidia_dmon
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
 DMON = sorted(p for p in FIX.iterdir() if "dmon" in p.name)
@@ -202,7 +202,7 @@ def test_mutated_input_never_crashes(tmp_path: Path, seed: int, which: str, mode
     res.coverage.check()
 
 
-# --- reading in blocks, and the CSV fast path (analyzer/parsers/_dmon_block.py) ---------
+# --- reading in blocks, and rows typed from their bytes (analyzer/parsers/_dmon_fast.py) --
 
 
 def _time_only_text() -> str:
@@ -250,6 +250,33 @@ def test_blocks_of_any_size_give_the_one_block_result(
     assert_same_as_one_block(nvidia_dmon, path, (300, 2000), monkeypatch, tz="UTC")
 
 
+def _hostile_dt() -> str:
+    """``-o DT`` rows the byte path must refuse or read exactly like the token path."""
+    rows = DT.splitlines()
+    row = rows[2]
+    variants = [
+        row.replace("20261129", "20261131"),  # not a calendar day
+        row.replace("20261129", "20240229"),  # a leap day
+        row.replace("20261129", "19691231"),  # outside the years read from bytes
+        row.replace("23:59:59", "24:00:00"),  # not a time
+        row.replace("23:59:59", "23:59:60"),  # a leap second (strptime: next day)
+        row.replace("     71     34", "   0071     34"),  # leading zeros
+        row.replace("     71     34", "   71.5     34"),  # a fraction in a float column
+        row.replace("   1593    210", "   15.5    210"),  # a fraction in an integer column
+        row.replace(
+            "      0      0      0      0      0      0      0      5",
+            "      -      -      -      -      -      -      -      -",
+        ),
+        row.replace(
+            "      0      0      0      0      0      5",
+            "     +1     -0    1e3    nan    inf      5",
+        ),
+        row.replace("      0", "  99999999999", 1),  # gpu beyond Int32
+        row.replace(" 20261129", "20261129 "),  # no leading blank
+    ]
+    return "\n".join(rows[:2] + [v for v in variants for _ in range(2)] + rows[2:]) + "\n"
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -259,53 +286,59 @@ def test_blocks_of_any_size_give_the_one_block_result(
         DT.replace("1593   1950", "1593 12345678"),  # a value wider than its column
         DT.replace("    300    120", "    3 0    120"),  # two tokens in one column
         _time_only_text(),
+        _hostile_dt(),
+        # no time column, a wide first column: '-' first is not a data row
+        "#      gpu     sm    mem\n#      Idx      %      %\n"
+        + "        0     12     30\n        -     13      -\n        1     14     31\n" * 3,
     ],
-    ids=["dt", "comma", "tab", "overflow", "split", "time-only"],
+    ids=["dt", "comma", "tab", "overflow", "split", "time-only", "hostile", "no-time"],
 )
-def test_csv_fast_path_rows_equal_the_token_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str
+@pytest.mark.parametrize("tz", ["UTC", "Europe/Berlin"])
+def test_rows_typed_from_bytes_equal_the_token_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, tz: str
 ) -> None:
     path = _write(tmp_path, text)
-    ctx = {"capture_start": datetime(2026, 11, 29, 23, 0, tzinfo=UTC), "tz": "UTC"}
+    ctx = {"capture_start": datetime(2026, 11, 29, 23, 0, tzinfo=UTC), "tz": tz}
     typed: list[int] = []
-    real = _dmon_block.fast_rows
+    real = _dmon_fast.typed
 
     def spy(*a: object, **k: object) -> object:
         out = real(*a, **k)  # type: ignore[arg-type]
         typed.append(out[1].size)
         return out
 
-    monkeypatch.setattr(_dmon_block, "fast_rows", spy)
+    monkeypatch.setattr(_dmon_fast, "typed", spy)
     fast, cov, _ = blockwise.parse(nvidia_dmon, path, None, monkeypatch, **ctx)
-    assert sum(typed) > 0  # the fast path did read rows
-    monkeypatch.setattr(_dmon_block, "layout", lambda data, n: None)  # tokens only
+    assert sum(typed) > 0  # the byte path did read rows
+    monkeypatch.setattr(_blocks.Block, "plain", property(lambda self: False))  # tokens only
     slow, slow_cov, _ = blockwise.parse(nvidia_dmon, path, None, monkeypatch, **ctx)
-    assert (cov.parsed, cov.skipped, cov.notes) == (
+    assert (cov.total, cov.parsed, cov.structure, cov.skipped, cov.notes) == (
+        slow_cov.total,
         slow_cov.parsed,
+        slow_cov.structure,
         slow_cov.skipped,
         slow_cov.notes,
     )
     assert sorted(fast) == sorted(slow)
     for name, frame in slow.items():
+        assert fast[name].schema == frame.schema
         assert fast[name].equals(frame, null_equal=True), name
 
 
-def test_csv_reader_numbers_equal_cast_of_the_token_for_the_fast_alphabet() -> None:
-    # The fast path reads right-aligned fields of [0-9.:-] with polars' CSV reader; the
-    # token path casts the token. They must agree on every such token (leading blanks).
-    toks = ["".join(p) for n in range(1, 5) for p in itertools.product("05.-:", repeat=n)]
-    toks += ["9223372036854775807", "9223372036854775808", "2147483648", "1" * 30, "-0"]
-    for dtype in (pl.Float64, pl.Int64, pl.Int32):
-        for pad in ("", "   "):
-            data = "".join(f"x;{pad}{t};y\n" for t in toks).encode()
-            schema = {"a": pl.String, "v": dtype, "b": pl.String}
-            csv = pl.read_csv(
-                data,
-                has_header=False,
-                separator=";",
-                quote_char=None,
-                schema=schema,
-                ignore_errors=True,
-            )["v"]
-            cast = pl.Series(toks).cast(dtype, strict=False)
-            assert csv.equals(cast, null_equal=True), (dtype, pad)
+def test_dates_read_from_bytes_equal_strptime() -> None:
+    rng = random.Random(3)
+    dates = [f"{rng.randrange(10**8):08d}" for _ in range(3000)]
+    dates += [
+        f"{y:04d}{m:02d}{d:02d}"
+        for y in (1969, 1970, 2000, 2024, 2026, 2100, 2199)
+        for m in range(0, 14)
+        for d in (0, 1, 28, 29, 30, 31, 32)
+    ]
+    days = _dmon_fast._days(np.array([float(d) for d in dates]))
+    got = [None if n < 0 else datetime(1970, 1, 1) + timedelta(days=int(n)) for n in days.tolist()]
+    want = pl.Series(dates).str.strptime(pl.Datetime("us"), "%Y%m%d", strict=False).to_list()
+    for d, g, w in zip(dates, got, want, strict=True):
+        if g is not None:  # the byte path reads a day only where strptime gives the same one
+            assert g == w, d
+        elif 1970 <= int(d[:4]) <= 2199:
+            assert w is None, d

@@ -14,6 +14,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+import blockwise
 import polars as pl
 import pytest
 from blockwise import assert_same_as_one_block
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, psi
+from analyzer.parsers import _blocks, _psi_fast, base, psi
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "psi"
 FILES = sorted(p for p in FIX.iterdir() if p.suffix != ".md")
@@ -260,3 +261,96 @@ def test_blocks_of_any_size_give_the_one_block_result(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert_same_as_one_block(psi, path, (64, 500), monkeypatch)
+
+
+# --- sampler lines typed from their bytes (analyzer/parsers/_psi_fast.py) -------------
+
+
+def _sampler_text(
+    seconds: int = 40, paths: int = 3, frac_digits: int = 9, total_digits: int = 11
+) -> str:
+    """Sampler lines as the capture writes them: every path, some and full, each second."""
+    out = []
+    for t in range(seconds):
+        for p in range(paths):
+            path = (
+                "/proc/pressure/cpu" if p == 0 else f"/sys/fs/cgroup/job{p:03d}.slice/io.pressure"
+            )
+            for k, kind in enumerate(("some", "full")):
+                total = 10 ** (total_digits - 1) + t * 977 * (p + 1) + k
+                stamp = f"{1795960800 + t}.{str(568406082 + p)[:frac_digits]}"
+                out.append(
+                    f"{stamp} {path} {kind} avg10={t % 7}.{p:02d} avg60={t % 13}.5{k} "
+                    f"avg300=0.0{t % 10} total={total}"
+                )
+    return "\n".join(out) + "\n"
+
+
+def _hostile_sampler() -> str:
+    lines = _sampler_text(30, 4).splitlines()
+    edits = {
+        5: lambda s: s.replace(" some ", "\tsome "),  # a tab
+        9: lambda s: s.replace("avg10=", "avg10=1"),  # three digits before the point
+        13: lambda s: s.replace("avg60=", "avg60=x"),  # not a number
+        17: lambda s: s + " ",  # a blank after the total
+        21: lambda s: s.replace("total=1", "total=99999999"),  # 18 digits
+        25: lambda s: s.replace(".", "", 1),  # an epoch without fraction
+        29: lambda s: s.replace("avg300=0.0", "avg300=0.00"),  # three decimals
+        33: lambda s: s.replace("some", "sometimes"),
+        37: lambda s: "  " + s,  # leading blanks
+        41: lambda s: s.replace("/proc/pressure/cpu", "/proc/pressure/" + "x" * 70),
+        45: lambda s: s.replace(" full ", " full  "),  # two blanks
+        49: lambda s: "",
+        53: lambda s: "some avg10=0.00 avg60=0.00 avg300=0.00 total=12",  # a raw line
+        57: lambda s: s.replace("1795960", "0001795960"),  # leading zeros (12 digits)
+    }
+    for i, edit in edits.items():
+        lines[i] = edit(lines[i])
+    del lines[70]  # a sample without one of its lines: no period any more
+    lines.insert(90, lines[90])  # a line twice
+    return "\n".join(lines) + "\n" + lines[-1][:30]  # cut while being written
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _sampler_text(),
+        _sampler_text(40, 70),  # more distinct paths than one pass gives ids
+        _sampler_text(40, 2, total_digits=15),
+        _sampler_text(40, 2, frac_digits=6),  # microseconds: the regular path
+        _hostile_sampler(),
+        _mixed_text(),
+    ],
+    ids=["sampler", "many-paths", "long-totals", "epoch-us", "hostile", "mixed"],
+)
+@pytest.mark.parametrize("chunk", [None, 700])
+def test_lines_typed_from_bytes_equal_the_regex_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, chunk: int | None
+) -> None:
+    path = tmp_path / "psi.out"
+    path.write_text(text)
+    typed: list[int] = []
+    real = _psi_fast.rows
+
+    def spy(*a: object, **k: object) -> object:
+        out = real(*a, **k)  # type: ignore[arg-type]
+        typed.append(out.height)
+        return out
+
+    monkeypatch.setattr(_psi_fast, "rows", spy)
+    fast, cov, meta = blockwise.parse(psi, path, chunk, monkeypatch)
+    assert (sum(typed) > 0) == (text.split(" ", 1)[0] != "1795960800.568406")
+    monkeypatch.setattr(_blocks.Block, "plain", property(lambda self: False))  # regex only
+    slow, slow_cov, slow_meta = blockwise.parse(psi, path, chunk, monkeypatch)
+    assert (cov.total, cov.parsed, cov.structure, cov.skipped, cov.notes, meta) == (
+        slow_cov.total,
+        slow_cov.parsed,
+        slow_cov.structure,
+        slow_cov.skipped,
+        slow_cov.notes,
+        slow_meta,
+    )
+    assert sorted(fast) == sorted(slow)
+    for name, frame in slow.items():
+        assert fast[name].schema == frame.schema
+        assert fast[name].equals(frame, null_equal=True), name

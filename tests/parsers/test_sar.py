@@ -6,6 +6,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+import blockwise
 import polars as pl
 import pytest
 from blockwise import assert_same_as_one_block
@@ -15,6 +16,7 @@ from hypothesis import strategies as hs
 from analyzer.errors import ParseError
 from analyzer.parsers import _blocks, base, sar
 from analyzer.parsers import _sar_blocks as sar_blocks
+from analyzer.parsers import _sar_rows as sar_rows
 
 FIX = Path(__file__).parent.parent / "fixtures" / "sar"
 FILES = sorted(p for p in FIX.iterdir() if p.name != "PROVENANCE.md")
@@ -319,3 +321,92 @@ def test_the_byte_screen_never_misses_a_human_file() -> None:
                         )
                         assert not good["rest"].str.contains(sar_blocks.HUMAN).any(), path.name
     assert sar._human(FIX / "sysstat-12.7.9+__tests__expected.sar-human")
+
+
+# --- rows read from their bytes (analyzer/parsers/_sar_fast.py, _sar_rows.py) ---------
+
+
+def _hostile_sar() -> str:
+    """`_sar_a_text` with rows and headers the byte path must refuse or read exactly
+    like the classifier: another section of the same widths appearing late, interface
+    names read as events, a leap second, tabs, dashes, overflowing and wide values,
+    header spacing variants, an Average block and a restart in the middle."""
+    lines = _sar_a_text().splitlines()
+    lines[2:2] = [
+        "23:59:29         1.00      2.00",  # a row before any header
+        "",
+        "23:59:30        IFACE   rxpck/s   txpck/s    rxkB/s    txkB/s   rxcmp/s   txcmp/s  rxmcst/s   %ifutil",
+        "23:59:31          COM      9.00     14.00     13.32     12.39      0.00      0.00      0.00      0.00",
+        "23:59:31        LINUX     10.00     14.00     13.32     12.39      0.00      0.00      0.00      0.00",
+        "23:59:31         eno1  10109.00   2621.00  14657.53   2359.23      0.00      0.00      0.00      0.47",
+        "23:59:31         eno1  10109.00   2621.00  14657.53   2359.23      0.00      0.00      0.00  1234567.47",
+        "23:59:31         eno1         -   2621.00  14657.53   2359.23      0.00      0.00      0.00      0.47",
+        "23:59:31         eno1    1,5   2621.00  14657.53   2359.23      0.00      0.00      0.00      0.47",
+        "",
+    ]
+    out = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        if i == 60:
+            out += ["23:59:59      pswpin/s pswpout/s", "00:00:00          1.00      2.00", ""]
+        if i == 80:
+            out += ["00:00:10     runq-sz  plist-sz   ldavg-1   ldavg-5  ldavg-15   blocked"]
+            out += ["00:00:11           3       209      1.30      0.96      0.47         0", ""]
+        if i == 90:
+            out += ["00:00:20       proc/s   cswch/s", "00:00:60         1.00      2.00", ""]
+            out += ["00:00:21       proc/s   cswch/s", "00:00:22\t1.00      2.00", ""]
+            out += ["00:00:23       proc/s   cswch/s", "00:00:24         1.00   2.00e3", ""]
+            out += ["00:00:23       proc/s   cswch/s", "00:00:24         1.0000      2", ""]
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("text", [_sar_a_text(), _hostile_sar()], ids=["report", "hostile"])
+@pytest.mark.parametrize("chunk", [None, 300, 2000])
+def test_rows_read_from_bytes_equal_the_classified_rows(
+    monkeypatch: pytest.MonkeyPatch, text: str, chunk: int | None
+) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "sar.out"
+        p.write_text(text)
+        typed: list[int] = []
+        real = sar_rows.typed
+
+        def spy(*a: object, **k: object) -> object:
+            out = real(*a, **k)  # type: ignore[arg-type]
+            typed.append(out.rows.size)
+            return out
+
+        monkeypatch.setattr(sar_rows, "typed", spy)
+        fast, cov, meta = blockwise.parse(sar, p, chunk, monkeypatch, tz="Europe/Berlin")
+        assert sum(typed) > 0  # the byte path did read rows
+        monkeypatch.setattr(_blocks.Block, "plain", property(lambda self: False))
+        slow, slow_cov, slow_meta = blockwise.parse(sar, p, chunk, monkeypatch, tz="Europe/Berlin")
+    assert (cov.total, cov.parsed, cov.structure, cov.skipped, cov.notes, meta) == (
+        slow_cov.total,
+        slow_cov.parsed,
+        slow_cov.structure,
+        slow_cov.skipped,
+        slow_cov.notes,
+        slow_meta,
+    )
+    assert sorted(fast) == sorted(slow)
+    for name, frame in slow.items():
+        assert fast[name].schema == frame.schema
+        assert fast[name].equals(frame, null_equal=True), name
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_fixture_rows_read_from_bytes_equal_the_classified_rows(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast, cov, _ = blockwise.parse(sar, path, None, monkeypatch, tz="UTC0")
+    monkeypatch.setattr(_blocks.Block, "plain", property(lambda self: False))
+    slow, slow_cov, _ = blockwise.parse(sar, path, None, monkeypatch, tz="UTC0")
+    assert (cov.parsed, cov.structure, cov.skipped, cov.notes) == (
+        slow_cov.parsed,
+        slow_cov.structure,
+        slow_cov.skipped,
+        slow_cov.notes,
+    )
+    for name, frame in slow.items():
+        assert fast[name].equals(frame, null_equal=True), name
