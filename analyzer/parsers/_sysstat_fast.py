@@ -38,7 +38,7 @@ CHUNK_BYTES = 12 << 20
 SMALL_CHUNK_BYTES = 4 << 20
 #: Files smaller than this are parsed by the regular path only (one code path for the
 #: small files that tests and demos use; the fast path pays off on big files).
-MIN_FAST_BYTES = 8 << 20
+MIN_FAST_BYTES = 1 << 20
 
 NL, SP, SEMI, HASH, COLON = 10, 32, 59, 35, 58
 _FEW_LINES = 20_000
