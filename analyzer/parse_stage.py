@@ -121,7 +121,8 @@ class ParseStage:
                 continue
             job = started.get(item.file.path)
             if job is not None and (job.item != item or manifest is not self._manifest):
-                job = self._redo(job)  # seen differently once the whole archive was read
+                self._redo(job)  # seen differently once the whole archive was read
+                job = None
             if job is None and item.role == "data" and item.tool:
                 job = self._submit(item, manifest)
             rows.append((item, job))
@@ -166,7 +167,6 @@ class ParseStage:
         for name in job.counts:
             self.store.discard(name, job.item.file.rel)
         self._jobs.remove(job)
-        return None
 
     def _run(self, job: _Job, manifest: Manifest) -> None:
         self._said.parsing(job.item)

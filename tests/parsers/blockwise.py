@@ -51,24 +51,36 @@ def assert_same_as_one_block(
     **ctx: object,
 ) -> None:
     """Every block size in ``chunks`` gives the one-block tables, coverage and meta."""
-    whole, cov, meta = parse(module, path, None, mp, **ctx)
+    whole = parse(module, path, None, mp, **ctx)
     for chunk in chunks:
-        tables, c, m = parse(module, path, chunk, mp, **ctx)
-        assert (c.total, c.parsed, c.structure, c.skipped, c.notes) == (
-            cov.total,
-            cov.parsed,
-            cov.structure,
-            cov.skipped,
-            cov.notes,
-        ), chunk
-        assert m == meta
-        assert sorted(tables) == sorted(whole), chunk
-        for name, frame in whole.items():
-            got = tables[name]
-            assert got.schema == frame.schema
-            if name in unordered:
-                got, frame = (
-                    got.sort(pl.all(), nulls_last=True),
-                    frame.sort(pl.all(), nulls_last=True),
-                )
-            assert got.equals(frame, null_equal=True), (name, chunk)
+        assert_same_parse(parse(module, path, chunk, mp, **ctx), whole, unordered, chunk)
+
+
+Parsed = tuple[dict[str, pl.DataFrame], base.Coverage, dict[str, object]]
+
+
+def assert_same_parse(
+    got: Parsed, want: Parsed, unordered: tuple[str, ...] = (), label: object = None
+) -> None:
+    """Two results of `parse` agree: coverage, notes, meta, which tables, and each table's
+    schema and rows (in order, except the ``unordered`` tables)."""
+    tables, c, m = got
+    whole, cov, meta = want
+    assert (c.total, c.parsed, c.structure, c.skipped, c.notes) == (
+        cov.total,
+        cov.parsed,
+        cov.structure,
+        cov.skipped,
+        cov.notes,
+    ), label
+    assert m == meta, label
+    assert sorted(tables) == sorted(whole), label
+    for name, frame in whole.items():
+        have = tables[name]
+        assert have.schema == frame.schema, (name, label)
+        if name in unordered:
+            have, frame = (
+                have.sort(pl.all(), nulls_last=True),
+                frame.sort(pl.all(), nulls_last=True),
+            )
+        assert have.equals(frame, null_equal=True), (name, label)

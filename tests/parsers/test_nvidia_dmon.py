@@ -308,21 +308,10 @@ def test_rows_typed_from_bytes_equal_the_token_path(
         return out
 
     monkeypatch.setattr(_dmon_fast, "typed", spy)
-    fast, cov, _ = blockwise.parse(nvidia_dmon, path, None, monkeypatch, **ctx)
+    fast = blockwise.parse(nvidia_dmon, path, None, monkeypatch, **ctx)
     assert sum(typed) > 0  # the byte path did read rows
     monkeypatch.setattr(_blocks.Block, "plain", property(lambda self: False))  # tokens only
-    slow, slow_cov, _ = blockwise.parse(nvidia_dmon, path, None, monkeypatch, **ctx)
-    assert (cov.total, cov.parsed, cov.structure, cov.skipped, cov.notes) == (
-        slow_cov.total,
-        slow_cov.parsed,
-        slow_cov.structure,
-        slow_cov.skipped,
-        slow_cov.notes,
-    )
-    assert sorted(fast) == sorted(slow)
-    for name, frame in slow.items():
-        assert fast[name].schema == frame.schema
-        assert fast[name].equals(frame, null_equal=True), name
+    blockwise.assert_same_parse(fast, blockwise.parse(nvidia_dmon, path, None, monkeypatch, **ctx))
 
 
 def test_dates_read_from_bytes_equal_strptime() -> None:

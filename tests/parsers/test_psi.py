@@ -338,19 +338,7 @@ def test_lines_typed_from_bytes_equal_the_regex_path(
         return out
 
     monkeypatch.setattr(_psi_fast, "rows", spy)
-    fast, cov, meta = blockwise.parse(psi, path, chunk, monkeypatch)
+    fast = blockwise.parse(psi, path, chunk, monkeypatch)
     assert (sum(typed) > 0) == (text.split(" ", 1)[0] != "1795960800.568406")
     monkeypatch.setattr(_blocks.Block, "plain", property(lambda self: False))  # regex only
-    slow, slow_cov, slow_meta = blockwise.parse(psi, path, chunk, monkeypatch)
-    assert (cov.total, cov.parsed, cov.structure, cov.skipped, cov.notes, meta) == (
-        slow_cov.total,
-        slow_cov.parsed,
-        slow_cov.structure,
-        slow_cov.skipped,
-        slow_cov.notes,
-        slow_meta,
-    )
-    assert sorted(fast) == sorted(slow)
-    for name, frame in slow.items():
-        assert fast[name].schema == frame.schema
-        assert fast[name].equals(frame, null_equal=True), name
+    blockwise.assert_same_parse(fast, blockwise.parse(psi, path, chunk, monkeypatch))

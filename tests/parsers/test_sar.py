@@ -377,36 +377,17 @@ def test_rows_read_from_bytes_equal_the_classified_rows(
             return out
 
         monkeypatch.setattr(sar_rows, "typed", spy)
-        fast, cov, meta = blockwise.parse(sar, p, chunk, monkeypatch, tz="Europe/Berlin")
+        fast = blockwise.parse(sar, p, chunk, monkeypatch, tz="Europe/Berlin")
         assert sum(typed) > 0  # the byte path did read rows
         monkeypatch.setattr(_blocks.Block, "plain", property(lambda self: False))
-        slow, slow_cov, slow_meta = blockwise.parse(sar, p, chunk, monkeypatch, tz="Europe/Berlin")
-    assert (cov.total, cov.parsed, cov.structure, cov.skipped, cov.notes, meta) == (
-        slow_cov.total,
-        slow_cov.parsed,
-        slow_cov.structure,
-        slow_cov.skipped,
-        slow_cov.notes,
-        slow_meta,
-    )
-    assert sorted(fast) == sorted(slow)
-    for name, frame in slow.items():
-        assert fast[name].schema == frame.schema
-        assert fast[name].equals(frame, null_equal=True), name
+        slow = blockwise.parse(sar, p, chunk, monkeypatch, tz="Europe/Berlin")
+    blockwise.assert_same_parse(fast, slow)
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_fixture_rows_read_from_bytes_equal_the_classified_rows(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fast, cov, _ = blockwise.parse(sar, path, None, monkeypatch, tz="UTC0")
+    fast = blockwise.parse(sar, path, None, monkeypatch, tz="UTC0")
     monkeypatch.setattr(_blocks.Block, "plain", property(lambda self: False))
-    slow, slow_cov, _ = blockwise.parse(sar, path, None, monkeypatch, tz="UTC0")
-    assert (cov.parsed, cov.structure, cov.skipped, cov.notes) == (
-        slow_cov.parsed,
-        slow_cov.structure,
-        slow_cov.skipped,
-        slow_cov.notes,
-    )
-    for name, frame in slow.items():
-        assert fast[name].equals(frame, null_equal=True), name
+    blockwise.assert_same_parse(fast, blockwise.parse(sar, path, None, monkeypatch, tz="UTC0"))
