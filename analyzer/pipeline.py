@@ -23,6 +23,7 @@ from analyzer.manifest import Manifest, bundle_path
 from analyzer.parse_stage import ParseStage, is_history
 from analyzer.parsers.base import remove_scratch
 from analyzer.sniff import identify_all
+from analyzer.sql import ident
 from analyzer.store import Store
 
 JSON_SCHEMA_VERSION = 1
@@ -193,17 +194,25 @@ def _bundle_row(
 def _history_start(store: Store, bundle: Bundle, manifest: Manifest) -> datetime | None:
     """Earliest ``ts`` of the rows that came from history files."""
     files = [f.rel for f in bundle.files if is_history(f.rel, manifest)]
-    if not files:
+    parts = [
+        f"SELECT min(ts) AS lo FROM {ident(name)} WHERE list_contains($files, source_file)"
+        for name in _tables_with(store, "ts", "source_file")
+    ]
+    if not files or not parts:
         return None
-    names = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
-    parts = []
-    for name in store.tables():
-        cols = {r[0] for r in store.con.sql(f'DESCRIBE "{name}"').fetchall()}
-        if {"ts", "source_file"} <= cols:
-            parts.append(f'SELECT min(ts) AS lo FROM "{name}" WHERE source_file IN ({names})')
-    if not parts:
-        return None
-    return store.con.sql(f"SELECT min(lo) FROM ({' UNION ALL '.join(parts)})").fetchall()[0][0]
+    union = " UNION ALL ".join(parts)
+    return store.con.sql(f"SELECT min(lo) FROM ({union})", params={"files": files}).fetchall()[0][0]
+
+
+def _tables_with(store: Store, *columns: str) -> list[str]:
+    """The store's tables that have every one of ``columns``."""
+    rows = store.con.sql(
+        "SELECT table_name FROM duckdb_columns() WHERE schema_name = 'main' "
+        "AND list_contains($cols, column_name) GROUP BY table_name "
+        "HAVING count(DISTINCT column_name) = len($cols) ORDER BY table_name",
+        params={"cols": list(columns)},
+    ).fetchall()
+    return [str(r[0]) for r in rows if r[0] in set(store.tables())]
 
 
 def _host_notes(manifest: Manifest, metas: list[dict[str, object]]) -> list[str]:
@@ -220,16 +229,14 @@ def _host_notes(manifest: Manifest, metas: list[dict[str, object]]) -> list[str]
 
 def _time_span(store: Store) -> tuple[datetime | None, datetime | None]:
     """Earliest and latest ``ts`` over all stored time-series tables."""
-    parts = []
-    for name in store.tables():
-        cols = {r[0] for r in store.con.sql(f'DESCRIBE "{name}"').fetchall()}
-        if "ts" in cols:
-            parts.append(f'SELECT min(ts) AS lo, max(ts) AS hi FROM "{name}"')
+    parts = [
+        f"SELECT min(ts) AS lo, max(ts) AS hi FROM {ident(name)}"
+        for name in _tables_with(store, "ts")
+    ]
     if not parts:
         return None, None
-    lo, hi = store.con.sql(
-        f"SELECT min(lo), max(hi) FROM ({' UNION ALL '.join(parts)})"
-    ).fetchall()[0]
+    union = " UNION ALL ".join(parts)
+    lo, hi = store.con.sql(f"SELECT min(lo), max(hi) FROM ({union})").fetchall()[0]
     return lo, hi
 
 

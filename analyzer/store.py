@@ -21,6 +21,7 @@ from analyzer.findings import CHAINS, DETECTOR_STATUS, FINDING_EVIDENCE, FINDING
 from analyzer.parsers import PARSERS
 from analyzer.parsers.base import TS, Table, table
 from analyzer.signals import SIGNAL_SOURCES, SIGNALS
+from analyzer.sql import ident
 
 #: DuckDB's buffer budget for a ``--db`` file (the in-memory default is 80 % of RAM).
 FILE_DB_MEMORY_LIMIT = "512MB"
@@ -204,12 +205,15 @@ class Store:
     ) -> int:
         con.register("_incoming", arrow)
         try:
-            src = "NULL" if name in STORE_TABLES else _sql_literal(source_file)
-            extra = "" if name in STORE_TABLES else f", {src}::VARCHAR AS source_file"
+            own = name in STORE_TABLES  # the store's own tables have no source_file
+            extra = "" if own else ", ?::VARCHAR AS source_file"
+            params = None if own else [source_file]
             if name in self._created:
-                con.sql(f'INSERT INTO "{name}" SELECT *{extra} FROM _incoming')
+                con.sql(f"INSERT INTO {ident(name)} SELECT *{extra} FROM _incoming", params=params)
             else:  # one parse at a time writes a table (parse_stage: per-table order)
-                con.sql(f'CREATE TABLE "{name}" AS SELECT *{extra} FROM _incoming')
+                con.sql(
+                    f"CREATE TABLE {ident(name)} AS SELECT *{extra} FROM _incoming", params=params
+                )
                 self._created.add(name)
         finally:
             con.unregister("_incoming")
@@ -225,7 +229,7 @@ class Store:
         rows = (
             self._cursor()
             .sql(
-                f'DELETE FROM "{name}" WHERE source_file = {_sql_literal(source_file)} RETURNING 1'
+                f"DELETE FROM {ident(name)} WHERE source_file = ? RETURNING 1", params=[source_file]
             )
             .fetchall()
         )
@@ -238,9 +242,3 @@ class Store:
         for cursor in self._cursors:
             cursor.close()
         self.con.close()
-
-
-def _sql_literal(value: str | None) -> str:
-    if value is None:
-        return "NULL"
-    return "'" + value.replace("'", "''") + "'"

@@ -20,6 +20,7 @@ from analyzer import intervals, sqlmacros
 from analyzer.findings import LogLine
 from analyzer.intervals import Window
 from analyzer.signals import SIGNALS
+from analyzer.sql import ident
 
 UNITS = {c.name: c.unit for c in SIGNALS.columns}
 
@@ -58,14 +59,15 @@ class Context:
     def rows(self, table: str) -> int:
         """Rows in ``table`` (0 when absent)."""
         exists = self.con.sql(
-            f"SELECT count(*) FROM duckdb_tables() WHERE table_name = '{table}'"
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", params=[table]
         ).fetchall()[0][0]
-        return (
-            int(self.con.sql(f'SELECT count(*) FROM "{table}"').fetchall()[0][0]) if exists else 0
-        )
+        if not exists:
+            return 0
+        return int(self.con.sql(f"SELECT count(*) FROM {ident(table)}").fetchall()[0][0])
 
-    def query(self, sql: str) -> pl.DataFrame:
-        return self.con.sql(sql).pl()
+    def query(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
+        """``sql`` (constant text; values from the data only in ``params``) as a frame."""
+        return self.con.sql(sql, params=params).pl()
 
     @property
     def gpu_count(self) -> int | None:
@@ -201,11 +203,23 @@ class Context:
         return float(self.signals["gpu_count"].fill_null(0).sum())
 
     # -- logs -------------------------------------------------------------------------------
-    def log_lines(self, where: str, limit: int = 60) -> list[LogLine]:
+    def log_lines(
+        self,
+        source_file: str,
+        *,
+        event_id: int | None = None,
+        line_no: int | None = None,
+        limit: int = 60,
+    ) -> list[LogLine]:
+        """The kernel-log lines of one event (``event_id``) or one line (``line_no``) of
+        ``source_file``, in file order."""
         if not self.rows("dmesg"):
             return []
         df = self.query(
-            f"SELECT source_file, line_no, ts, message FROM dmesg WHERE {where} ORDER BY source_file, line_no LIMIT {limit}"
+            "SELECT source_file, line_no, ts, message FROM dmesg WHERE source_file = $file"
+            " AND (event_id = $event OR line_no = $line) ORDER BY source_file, line_no"
+            " LIMIT $limit",
+            {"file": source_file, "event": event_id, "line": line_no, "limit": int(limit)},
         )
         return [
             LogLine(r["source_file"], r["line_no"], r["ts"], r["message"] or "")

@@ -164,11 +164,7 @@ def _finding(ctx: Context, g: list[dict]) -> Finding:
             Evidence("events", float(len(g)), None, "count", f"GPU {bus}"),
         ],
         log_lines=[
-            ln
-            for x in g[:20]
-            for ln in ctx.log_lines(
-                f"source_file = '{x['source_file']}' AND line_no = {int(x['line_no'])}"
-            )
+            ln for x in g[:20] for ln in ctx.log_lines(x["source_file"], line_no=int(x["line_no"]))
         ],
         remediation=[
             *dict.fromkeys(info[c][2] for c in codes),

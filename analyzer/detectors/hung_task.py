@@ -29,11 +29,8 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
     for x in rows:
         blocked = int(x["blocked_s"] or T["default_blocked_s"])
         t = x["ts"]
-        where = f"source_file = '{x['source_file']}' AND " + (
-            f"event_id = {int(x['event_id'])}"
-            if x["event_id"] is not None
-            else f"line_no = {int(x['line_no'])}"
-        )
+        event = x["event_id"]
+        where = {"event_id": int(event)} if event is not None else {"line_no": int(x["line_no"])}
         out.append(
             Finding(
                 key="HUNG_TASK",
@@ -47,7 +44,7 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
                 evidence=[
                     Evidence("blocked_s", float(blocked), None, "s", f"{x['comm']} pid {x['pid']}")
                 ],
-                log_lines=ctx.log_lines(where, limit=60),
+                log_lines=ctx.log_lines(x["source_file"], **where, limit=60),
                 remediation=[
                     "Read the stack in the log lines: io_schedule / blk_mq / jbd2 → the disk or filesystem stalled; nfs / rpc / fuse / lustre → the network filesystem server; mutex in a driver → the driver.",
                     "On the live host: `cat /proc/<pid>/stack`, `ps -eo pid,stat,wchan:32,comm | awk '$2 ~ /D/'`; check device health (`nvme smart-log`, I/O errors in dmesg) and NFS/Lustre servers.",

@@ -83,13 +83,9 @@ def _from_dmesg(ctx: Context, k: dict) -> Finding:
     )
     lines = []
     if k.get("event_id") is not None:
-        lines = ctx.log_lines(
-            f"source_file = '{k['source_file']}' AND event_id = {int(k['event_id'])}", limit=80
-        )
+        lines = ctx.log_lines(k["source_file"], event_id=int(k["event_id"]), limit=80)
     if not lines:
-        lines = ctx.log_lines(
-            f"source_file = '{k['source_file']}' AND line_no = {int(k['line_no'])}"
-        )
+        lines = ctx.log_lines(k["source_file"], line_no=int(k["line_no"]))
     ev = [
         Evidence(
             "victim",
