@@ -20,10 +20,15 @@ class Alt:
     note: str = ""
 
 
-def _hist_p99(pattern: str) -> str:
+#: bpftrace histogram files by the tool that wrote them (source_file ILIKE pattern)
+_HIST_FILES = {"runqlat": "%runqlat%", "biolat": "%biolat%"}
+
+
+def _hist_p99(tool: str) -> str:
+    """p99 per histogram interval of the ``bpf_hist`` rows of one tool's files."""
     return f"""
     WITH h AS (SELECT ts, bucket_low, any_value(bucket_high) AS hi, sum(count) AS c, any_value(unit) AS unit
-               FROM bpf_hist WHERE ts IS NOT NULL AND bucket_low IS NOT NULL AND source_file ILIKE '{pattern}'
+               FROM bpf_hist WHERE ts IS NOT NULL AND bucket_low IS NOT NULL AND source_file ILIKE '{_HIST_FILES[tool]}'
                GROUP BY ts, bucket_low),
          k AS (SELECT ts, hi, bucket_low,
                       CASE unit WHEN 'nsecs' THEN 0.001 WHEN 'msecs' THEN 1000 WHEN 'secs' THEN 1e6 ELSE 1 END AS f,
@@ -285,11 +290,11 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
     ),
     "runqlat": (
         ("runqlat_p99_us", "runqlat_interval_s"),
-        (Alt("bpf_hist", _hist_p99("%runqlat%"), "runqlat histogram file"),),
+        (Alt("bpf_hist", _hist_p99("runqlat"), "runqlat histogram file"),),
     ),
     "biolat": (
         ("biolat_p99_us", "biolat_interval_s"),
-        (Alt("bpf_hist", _hist_p99("%biolat%"), "biolat/biolatency histogram file"),),
+        (Alt("bpf_hist", _hist_p99("biolat"), "biolat/biolatency histogram file"),),
     ),
 }
 _WITH_INTERVAL = {"runqlat", "biolat"}

@@ -362,6 +362,17 @@ def _guarded(call, debug: bool):
         )
 
 
+#: ``--allow-file-access`` of query, export and diff (docs/security.md)
+AllowFiles = Annotated[
+    bool,
+    typer.Option(
+        "--allow-file-access",
+        help="let SQL read and write files (read_csv, COPY, views of a .duckdb over files); "
+        "off: the connection cannot touch the file system",
+    ),
+]
+
+
 def _progress(quiet: bool):
     if quiet or not sys.stderr.isatty():
         return None
@@ -390,6 +401,7 @@ def query_command(
     debug: Annotated[
         bool, typer.Option("--debug", help="show tracebacks of internal errors")
     ] = False,
+    allow_file_access: AllowFiles = False,
 ) -> None:
     """Run SQL on the analysed tables of a bundle, a --db file or a dataset.
 
@@ -401,7 +413,7 @@ def query_command(
     from analyzer.query import open_source, run_sql, write_result
 
     def call() -> None:
-        with open_source(source, debug=debug) as con:
+        with open_source(source, debug=debug, allow_file_access=allow_file_access) as con:
             write_result(run_sql(con, sql), fmt, output)
 
     _guarded(call, debug)
@@ -417,6 +429,7 @@ def export_command(
     debug: Annotated[
         bool, typer.Option("--debug", help="show tracebacks of internal errors")
     ] = False,
+    allow_file_access: AllowFiles = False,
 ) -> None:
     """Write every analysed table as Parquet (zstd), one TABLE.parquet each.
 
@@ -425,7 +438,14 @@ def export_command(
     from analyzer.query import export
 
     counts = _guarded(
-        lambda: export(source, out_dir, progress=_progress(quiet), debug=debug), debug
+        lambda: export(
+            source,
+            out_dir,
+            progress=_progress(quiet),
+            debug=debug,
+            allow_file_access=allow_file_access,
+        ),
+        debug,
     )
     if not quiet:
         typer.echo(
@@ -453,6 +473,7 @@ def diff_command(
     debug: Annotated[
         bool, typer.Option("--debug", help="show tracebacks of internal errors")
     ] = False,
+    allow_file_access: AllowFiles = False,
 ) -> None:
     """Compare two captures of one workload: signals, findings, host configuration.
 
@@ -475,6 +496,7 @@ def diff_command(
             json_path=json_out,
             progress=_progress(quiet),
             debug=debug,
+            allow_file_access=allow_file_access,
         ),
         debug,
     )

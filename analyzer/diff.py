@@ -111,8 +111,12 @@ def run_diff(
     json_path: Path | None = None,
     progress: Any = None,
     debug: bool = False,
+    allow_file_access: bool = False,
 ) -> DiffResult:
-    """Compare ``before`` with ``after`` and write the requested outputs."""
+    """Compare ``before`` with ``after`` and write the requested outputs.
+
+    ``allow_file_access``: a ``.duckdb`` side may read files through its views
+    (`analyzer.query.open_source`); off by default."""
     say = progress or (lambda _m: None)
     for side in (before, after):
         if (Path(side) / FLEET_MARKER).is_file():
@@ -121,9 +125,10 @@ def run_diff(
             )
     with contextlib.ExitStack() as stack:
         say(f"analysing {before}")
-        cb = stack.enter_context(open_source(Path(before), progress=progress, debug=debug))
+        opened = {"progress": progress, "debug": debug, "allow_file_access": allow_file_access}
+        cb = stack.enter_context(open_source(Path(before), **opened))
         say(f"analysing {after}")
-        ca = stack.enter_context(open_source(Path(after), progress=progress, debug=debug))
+        ca = stack.enter_context(open_source(Path(after), **opened))
         result = compare(cb, ca, str(before), str(after))
     if html is not None:
         from reports.diff_html import render_diff_html

@@ -52,7 +52,7 @@ NOUNS = {
 def _has(con: duckdb.DuckDBPyConnection, table: str) -> bool:
     return bool(
         con.sql(
-            f"SELECT count(*) FROM information_schema.tables WHERE table_name = '{table}'"
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", params=[table]
         ).fetchall()[0][0]
     )
 

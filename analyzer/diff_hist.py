@@ -33,13 +33,13 @@ def hist_summary(
     if not has or lo is None:
         return None
     rows = con.sql(
-        f"""SELECT bucket_low * f AS low_us, bucket_high * f AS high_us, sum(count) AS n FROM (
+        """SELECT bucket_low * f AS low_us, bucket_high * f AS high_us, sum(count) AS n FROM (
               SELECT bucket_low, bucket_high, count,
                      CASE unit WHEN 'nsecs' THEN 0.001 WHEN 'msecs' THEN 1000 WHEN 'secs' THEN 1e6 ELSE 1 END AS f
-              FROM bpf_hist WHERE source_file ILIKE '{pattern}' AND bucket_low IS NOT NULL AND ts IS NOT NULL
-                AND ts >= '{lo.isoformat()}'::TIMESTAMPTZ
-                AND ts < '{lo.isoformat()}'::TIMESTAMPTZ + to_seconds({int(hi_s)}))
-            GROUP BY 1, 2 ORDER BY 1"""
+              FROM bpf_hist WHERE source_file ILIKE $pattern AND bucket_low IS NOT NULL AND ts IS NOT NULL
+                AND ts >= $lo::TIMESTAMPTZ AND ts < $lo::TIMESTAMPTZ + to_seconds($hi_s))
+            GROUP BY 1, 2 ORDER BY 1""",
+        params={"pattern": pattern, "lo": lo, "hi_s": int(hi_s)},
     ).fetchall()
     total = sum(int(r[2]) for r in rows)
     if total == 0:

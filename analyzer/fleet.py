@@ -34,6 +34,7 @@ from analyzer.errors import HindsightError
 from analyzer.fleet_dataset import build_dataset, expand_inputs, read_marker
 from analyzer.fleet_detect import Outlier, detect, rank_hosts
 from analyzer.query import FLEET_MARKER, attach_fleet_views
+from analyzer.sql import connect_sealed
 
 JSON_SCHEMA_VERSION = 1
 MAX_OFFSET_S = 0.5  # a larger NTP offset makes the 1 s alignment with peers uncertain
@@ -101,10 +102,8 @@ def run_fleet(inputs: list[str | Path], options: FleetOptions) -> FleetResult:
         why = "; ".join(f"{f['source']}: {f['error']}" for f in failed[:3])
         raise HindsightError(f"no bundle could be analysed ({why})")
     say("comparing hosts")
-    con = duckdb.connect(":memory:")
+    con = connect_sealed(None)
     try:
-        con.sql("SET TimeZone = 'UTC'")
-        con.sql("SET enable_progress_bar = false")
         views = attach_fleet_views(con, dataset)
         if "signals" not in views or "bundle" not in views:
             raise HindsightError(f"{dataset}: the dataset has no signals or bundle table")

@@ -40,7 +40,7 @@ from typing import Any
 
 from analyzer import __version__
 from analyzer.errors import HindsightError
-from analyzer.query import EXPORT_MARKER, FLEET_MARKER, prepare_output_dir, sql_string
+from analyzer.query import EXPORT_MARKER, FLEET_MARKER, prepare_output_dir
 
 ARCHIVE_SUFFIXES = (".tgz", ".tar.gz", ".tar")
 PART_FILE = "part-0.parquet"
@@ -176,11 +176,11 @@ def _render(con: Any, path: Path, debug: bool) -> tuple[str | None, str | None]:
 
 def _load_one(index: int, source: str, staging: str, report: bool, debug: bool) -> HostLoad:
     """Analyse one bundle and write its tables to ``staging/<index>/``. Runs in a worker."""
-    import duckdb
 
     from analyzer.bundle import bundle_name
     from analyzer.pipeline import Options, run
     from analyzer.query import export_tables, stdout_to_stderr
+    from analyzer.sql import connect_sealed
 
     t0 = time.monotonic()
     out = Path(staging) / str(index)
@@ -192,7 +192,7 @@ def _load_one(index: int, source: str, staging: str, report: bool, debug: bool) 
             result = run(Path(source), Options(db=db, debug=debug))
         load.reported_host = result.bundle.get("host")
         load.findings = len(result.findings)
-        con = duckdb.connect(str(db), read_only=True)
+        con = connect_sealed(db)
         try:
             if report:
                 load.report, load.report_error = _render(con, out / "report.html", debug)
@@ -295,21 +295,16 @@ def read_marker(dataset: Path) -> list[HostLoad]:
 
 
 def row_counts(dataset: Path) -> dict[str, int]:
-    """Rows per table of the dataset as DuckDB reads it (for checks and docs)."""
-    import duckdb
+    """Rows per table of the dataset as `query` and `fleet` read it (for checks and docs)."""
+    from analyzer.query import attach_fleet_views, tables
+    from analyzer.sql import connect_sealed, ident
 
-    con = duckdb.connect()
+    con = connect_sealed(None)
     try:
-        out = {}
-        for folder in sorted(
-            p for p in dataset.iterdir() if p.is_dir() and not p.name.startswith(".")
-        ):
-            pattern = sql_string(str(folder / "host=*" / "*.parquet"))
-            out[folder.name] = int(
-                con.sql(
-                    f"SELECT count(*) FROM read_parquet({pattern}, hive_partitioning = true)"
-                ).fetchall()[0][0]
-            )
-        return out
+        attach_fleet_views(con, dataset)
+        return {
+            name: int(con.sql(f"SELECT count(*) FROM {ident(name)}").fetchall()[0][0])
+            for name in tables(con)
+        }
     finally:
         con.close()

@@ -30,7 +30,7 @@ from typing import Any
 
 import duckdb
 
-from analyzer.query import quote
+from analyzer.sql import ident
 
 MIN_HOSTS = 3
 K = 3.0
@@ -157,7 +157,7 @@ def detect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     Returns ``{"outliers": [Outlier], "scores": {host: {metric: pct}}, "metrics":
     [{metric, label, unit, hosts, seconds, status, reason}], "compared": {host: {metric: s}}}``.
     """
-    cols = {r[0] for r in con.sql(f"DESCRIBE {quote('signals')}").fetchall()}
+    cols = {r[0] for r in con.sql(f"DESCRIBE {ident('signals')}").fetchall()}
     usable = tuple(m for m in METRICS if all(c in cols for c in m.needs))
     if usable:
         con.sql(f"CREATE OR REPLACE TEMP TABLE {LONG} AS {_long_sql(usable)}")

@@ -23,7 +23,7 @@ from analyzer.manifest import Manifest, bundle_path
 from analyzer.parse_stage import ParseStage, is_history
 from analyzer.parsers.base import remove_scratch
 from analyzer.sniff import identify_all
-from analyzer.sql import ident
+from analyzer.sql import ident, seal
 from analyzer.store import Store
 
 JSON_SCHEMA_VERSION = 1
@@ -83,6 +83,7 @@ def run(source: Path, options: Options) -> Result:
             bundle_row = _bundle_row(bundle, manifest, metas, store)
             store.write("bundle", _frame([bundle_row]), None)
             store.write("collectors", _frame(rows), None)
+            seal(store.con)  # from here on no SQL can touch the file system (docs/security.md)
             say("analysing (signals, detectors, correlation)")
             from analyzer.analysis import analyse
 

@@ -40,6 +40,7 @@ import polars as pl
 
 from analyzer import __version__
 from analyzer.errors import HindsightError
+from analyzer.sql import connect_sealed, ident
 
 FORMATS = ("table", "csv", "json", "parquet")
 EXPORT_MARKER = "_hindsight_export.json"
@@ -62,52 +63,40 @@ def is_duckdb_file(path: Path) -> bool:
     return len(head) == 12 and head[8:12] == b"DUCK"
 
 
-def quote(name: str) -> str:
-    """An SQL identifier, quoted."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def sql_string(value: str) -> str:
-    """An SQL string literal."""
-    return "'" + value.replace("'", "''") + "'"
-
-
 @contextlib.contextmanager
 def open_source(
-    source: Path, *, progress: Any = None, debug: bool = False
+    source: Path,
+    *,
+    progress: Any = None,
+    debug: bool = False,
+    allow_file_access: bool = False,
 ) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection whose tables are the analysed tables of ``source`` (see module doc)."""
+    """A connection whose tables are the analysed tables of ``source`` (see module doc).
+
+    The connection cannot touch the file system (`analyzer.sql.connect_sealed`) unless
+    ``allow_file_access``: a stranger's database whose views read local files fails with
+    a clear error instead of reading them, and the user's SQL cannot read or write files.
+    """
     source = Path(source)
     if not source.exists():
         raise QueryError(f"{source}: no such file or directory")
     if source.is_file() and is_duckdb_file(source):
         try:
-            con = duckdb.connect(str(source), read_only=True)
+            con = connect_sealed(source, allow_file_access=allow_file_access)
         except duckdb.Error as e:
             raise QueryError(f"{source}: cannot open the DuckDB database: {e}") from e
-        try:
-            _quiet(con)
+        with contextlib.closing(con):
             yield con
-        finally:
-            con.close()
         return
-    if source.is_dir() and (source / FLEET_MARKER).is_file():
-        con = duckdb.connect(":memory:")
-        try:
-            _quiet(con)
-            attach_fleet_views(con, source)
+    marker = next((m for m in (FLEET_MARKER, EXPORT_MARKER) if (source / m).is_file()), None)
+    if source.is_dir() and marker is not None:
+        con = connect_sealed(None, allow_file_access=allow_file_access)
+        with contextlib.closing(con):
+            if marker == FLEET_MARKER:
+                attach_fleet_views(con, source)
+            else:
+                _attach_export_views(con, source)
             yield con
-        finally:
-            con.close()
-        return
-    if source.is_dir() and (source / EXPORT_MARKER).is_file():
-        con = duckdb.connect(":memory:")
-        try:
-            _quiet(con)
-            _attach_export_views(con, source)
-            yield con
-        finally:
-            con.close()
         return
     from analyzer.pipeline import Options, run
 
@@ -116,12 +105,9 @@ def open_source(
         db = work / "analysis.duckdb"
         with stdout_to_stderr():
             run(source, Options(db=db, progress=progress, debug=debug))
-        con = duckdb.connect(str(db), read_only=True)
-        try:
-            _quiet(con)
+        con = connect_sealed(db, allow_file_access=allow_file_access)
+        with contextlib.closing(con):
             yield con
-        finally:
-            con.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -145,33 +131,53 @@ def stdout_to_stderr() -> Iterator[None]:
 
 
 def _attach_export_views(con: duckdb.DuckDBPyConnection, folder: Path) -> None:
-    for path in sorted(folder.glob("*.parquet")):
-        name = path.name[: -len(".parquet")]
-        if SAFE_NAME.match(name) and path.is_file() and not path.is_symlink():
-            con.sql(
-                f"CREATE VIEW {quote(name)} AS SELECT * FROM read_parquet({sql_string(str(path))})"
-            )
+    """Each ``<table>.parquet`` of an export as a table of ``con`` (read by pyarrow, by
+    exact path: the connection itself reads no file)."""
+    import pyarrow.dataset as ds
+
+    for path in sorted(folder.iterdir()):
+        name = path.name.removesuffix(".parquet")
+        if path.suffix == ".parquet" and SAFE_NAME.match(name) and _plain_file(path):
+            con.register(name, ds.dataset([str(path)], format="parquet"))
 
 
 def attach_fleet_views(con: duckdb.DuckDBPyConnection, dataset: Path) -> list[str]:
-    """One view per table folder of a fleet dataset, ``host`` read from the partition path."""
+    """One table per table folder of a fleet dataset, ``host`` (VARCHAR) from the
+    partition folder ``host=<name>``; columns united by name across hosts."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
     names = []
     for folder in sorted(p for p in dataset.iterdir() if p.is_dir() and not p.is_symlink()):
-        if not SAFE_NAME.match(folder.name) or not any(folder.glob("host=*/*.parquet")):
+        parts = [
+            f
+            for host in sorted(folder.iterdir())
+            if host.name.startswith("host=") and host.is_dir() and not host.is_symlink()
+            for f in sorted(host.iterdir())
+            if f.suffix == ".parquet" and _plain_file(f)
+        ]
+        if not SAFE_NAME.match(folder.name) or not parts:
             continue
-        pattern = sql_string(str(folder / "host=*" / "*.parquet"))
-        con.sql(
-            f"CREATE VIEW {quote(folder.name)} AS SELECT * FROM read_parquet({pattern}, "
-            "hive_partitioning = true, hive_types = {'host': VARCHAR}, union_by_name = true)"
+        schema = pa.unify_schemas([pq.read_schema(f) for f in parts], promote_options="permissive")
+        if "host" in schema.names:
+            schema = schema.remove(schema.get_field_index("host"))
+        schema = schema.append(pa.field("host", pa.string()))
+        hive = ds.partitioning(pa.schema([("host", pa.string())]), flavor="hive")
+        data = ds.dataset(
+            [str(f) for f in parts],
+            schema=schema,
+            format="parquet",
+            partitioning=hive,
+            partition_base_dir=str(folder),
         )
+        con.register(folder.name, data)
         names.append(folder.name)
     return names
 
 
-def _quiet(con: duckdb.DuckDBPyConnection) -> None:
-    """UTC times, and no DuckDB progress bar: it would mix into the query's output."""
-    con.sql("SET TimeZone = 'UTC'")
-    con.sql("SET enable_progress_bar = false")
+def _plain_file(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
 
 
 def tables(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -194,12 +200,17 @@ def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
         except (pl.exceptions.PolarsError, ValueError, TypeError):
             # types polars cannot import (INTERVAL, UNION, BIT...): those columns as text
             exprs = [
-                quote(c) if _plain_type(str(t)) else f"CAST({quote(c)} AS VARCHAR) AS {quote(c)}"
+                ident(c) if _plain_type(str(t)) else f"CAST({ident(c)} AS VARCHAR) AS {ident(c)}"
                 for c, t in zip(rel.columns, rel.types, strict=True)
             ]
             return pl.from_arrow(rel.project(", ".join(exprs)).to_arrow_table())  # type: ignore[return-value]
     except duckdb.Error as e:
-        raise QueryError(f"SQL error: {str(e).splitlines()[0][:500]}") from e
+        hint = ""
+        if isinstance(e, duckdb.PermissionException):
+            hint = (
+                " (reading or writing files from SQL needs --allow-file-access; docs/security.md)"
+            )
+        raise QueryError(f"SQL error: {str(e).splitlines()[0][:500]}{hint}") from e
 
 
 _PLAIN = re.compile(
@@ -312,15 +323,22 @@ def _clean(text: str) -> str:
 
 
 def export(
-    source: Path, out_dir: Path, *, progress: Any = None, debug: bool = False
+    source: Path,
+    out_dir: Path,
+    *,
+    progress: Any = None,
+    debug: bool = False,
+    allow_file_access: bool = False,
 ) -> dict[str, int]:
     """Write every table of ``source`` as ``out_dir/<table>.parquet``; return rows per table.
 
     ``out_dir`` must be absent, empty, or an earlier export (its Parquet files are replaced).
+    ``allow_file_access`` as in `open_source`.
     """
     out_dir = Path(out_dir)
     prepare_output_dir(out_dir, EXPORT_MARKER)
-    with open_source(source, progress=progress, debug=debug) as con:
+    opened = {"progress": progress, "debug": debug, "allow_file_access": allow_file_access}
+    with open_source(source, **opened) as con:
         counts = export_tables(con, out_dir)
     doc = {"format": "hindsight-export", "analyzer_version": __version__, "tables": counts}
     (out_dir / EXPORT_MARKER).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
@@ -334,12 +352,16 @@ def export_tables(
     file_name: str | None = None,
     rename: dict[str, str] | None = None,
 ) -> dict[str, int]:
-    """``COPY`` each table to ``out_dir/<table>.parquet`` (or ``out_dir/<table>/<file_name>``).
+    """Write each table to ``out_dir/<table>.parquet`` (or ``out_dir/<table>/<file_name>``).
 
+    The rows stream from DuckDB to pyarrow's Parquet writer (zstd) batch by batch, into a
+    temporary name renamed into place once complete: the connection itself writes no file.
     ``rename`` maps column names to the names written (in every table that has them).
     Tables whose name is not a plain identifier are not written (a hand-made database
     could hold ``../x``); they are listed with -1 rows.
     """
+    import pyarrow.parquet as pq
+
     counts: dict[str, int] = {}
     for name in tables(con):
         if not SAFE_NAME.match(name):
@@ -350,19 +372,23 @@ def export_tables(
         else:
             (out_dir / name).mkdir(parents=True, exist_ok=True)
             target = out_dir / name / file_name
-        tmp = target.with_name(target.name + ".tmp")
-        select = "*"
-        if rename:
-            cols = [r[0] for r in con.sql(f"DESCRIBE {quote(name)}").fetchall()]
-            select = ", ".join(
-                f"{quote(c)} AS {quote(rename[c])}" if c in rename else quote(c) for c in cols
-            )
-        con.sql(
-            f"COPY (SELECT {select} FROM {quote(name)}) TO {sql_string(str(tmp))} "
-            "(FORMAT parquet, COMPRESSION zstd)"
+        cols = [r[0] for r in con.sql(f"DESCRIBE {ident(name)}").fetchall()]
+        select = ", ".join(
+            f"{ident(c)} AS {ident(rename[c])}" if rename and c in rename else ident(c)
+            for c in cols
         )
-        tmp.replace(target)
-        counts[name] = int(con.sql(f"SELECT count(*) FROM {quote(name)}").fetchall()[0][0])
+        reader = con.sql(f"SELECT {select} FROM {ident(name)}").to_arrow_reader()
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        rows = 0
+        try:
+            with pq.ParquetWriter(tmp, reader.schema, compression="zstd") as writer:
+                for batch in reader:
+                    writer.write_batch(batch)
+                    rows += batch.num_rows
+            tmp.replace(target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        counts[name] = rows
     return counts
 
 

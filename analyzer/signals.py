@@ -137,7 +137,7 @@ def _materialise(con: duckdb.DuckDBPyConnection, group: str, alt: Alt) -> str | 
     temporary table instead of aggregating the source again.
     """
     exists = con.sql(
-        f"SELECT count(*) FROM duckdb_tables() WHERE table_name = '{alt.table}'"
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", params=[alt.table]
     ).fetchall()[0][0]
     if not exists:
         return None
@@ -223,9 +223,10 @@ def build(
             f"CREATE TABLE signals AS SELECT NULL::TIMESTAMPTZ AS ts, {', '.join(select)} LIMIT 0"
         )
     else:
-        grid = f"(SELECT unnest(generate_series('{lo.isoformat()}'::TIMESTAMPTZ, '{hi.isoformat()}'::TIMESTAMPTZ, INTERVAL 1 SECOND)) AS ts)"
+        grid = "(SELECT unnest(generate_series($lo::TIMESTAMPTZ, $hi::TIMESTAMPTZ, INTERVAL 1 SECOND)) AS ts)"
         con.sql(
-            f"CREATE TABLE signals AS SELECT grid.ts, {', '.join(select)} FROM {grid} AS grid{joins} ORDER BY grid.ts"
+            f"CREATE TABLE signals AS SELECT grid.ts, {', '.join(select)} FROM {grid} AS grid{joins} ORDER BY grid.ts",
+            params={"lo": lo, "hi": hi},
         )
     frame = pl.DataFrame(source_rows, schema=list(SIGNAL_SOURCES.schema.items()), orient="row")
     con.register("_signal_sources", frame.to_arrow())
@@ -257,7 +258,8 @@ def _span(
     if start is None or end is None:
         return None, None
     lo, hi = con.sql(
-        f"SELECT date_trunc('second', '{start.isoformat()}'::TIMESTAMPTZ), date_trunc('second', '{end.isoformat()}'::TIMESTAMPTZ)"
+        "SELECT date_trunc('second', $lo::TIMESTAMPTZ), date_trunc('second', $hi::TIMESTAMPTZ)",
+        params={"lo": start, "hi": end},
     ).fetchall()[0]
     hi = max(lo, hi)
     if hi - lo > MAX_GRID and subs:

@@ -18,7 +18,11 @@ from anything but constants, `ident` calls and reviewed fragments.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -32,6 +36,35 @@ def ident(name: str) -> str:
     if "\x00" in name:
         raise ValueError("NUL byte in an SQL identifier")
     return '"' + name.replace('"', '""') + '"'
+
+
+_NAMED = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def shown(sql: str, params: Mapping[str, Any]) -> str:
+    """``sql`` with its ``$name`` parameters written out as literals, for a person to read
+    and paste into ``hindsight query`` (the report's "SQL" notes). Never executed by us.
+
+    >>> shown("SELECT * FROM t WHERE dev = $d AND n IN $ns", {"d": "nvme0'n1", "ns": [1, 2]})
+    "SELECT * FROM t WHERE dev = 'nvme0''n1' AND n IN [1, 2]"
+    """
+    return _NAMED.sub(
+        lambda m: _literal(params[m.group(1)]) if m.group(1) in params else m.group(0), sql
+    )
+
+
+def _literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, datetime):
+        return "'" + value.isoformat() + "'::TIMESTAMPTZ"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    return "'" + str(value).replace("'", "''") + "'"
 
 
 def seal(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

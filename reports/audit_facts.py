@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from analyzer.sql import ident
 from reports.queries import Store
 
 UNLIMITED = "max"
@@ -180,7 +181,7 @@ def _measured(store: Store, facts: Facts) -> None:
                                           "max_power_limit_w", "mig_mode", "retired_pages_pending",
                                           "remapped_rows_pending", "ecc_mode"])  # fmt: skip
         rel = store.con.sql(
-            f"SELECT {', '.join(cols)} FROM gpu_info WHERE gpu IS NOT NULL "
+            f"SELECT {', '.join(ident(c) for c in cols)} FROM gpu_info WHERE gpu IS NOT NULL "
             + (
                 "QUALIFY row_number() OVER (PARTITION BY gpu ORDER BY ts DESC) = 1 "
                 if "ts" in store.columns("gpu_info")

@@ -49,13 +49,13 @@ def scale_store(
     """Fill ``con`` with a synthetic capture of ``hours`` at ``step`` seconds."""
     n = int(hours * 3600 // step)
     secs = int(hours * 3600)
-    t = f"{T0} + to_seconds(i * {step})"
+    t = f"{T0} + to_seconds(i * {int(step)})"
     con.execute(f"""
     SELECT setseed(0.42);
-    CREATE TABLE bundle AS SELECT 'scale-{hours:g}h' AS name, '/tmp/scale.tgz' AS source_path,
+    CREATE TABLE bundle AS SELECT 'scale-{float(hours):g}h' AS name, '/tmp/scale.tgz' AS source_path,
         'gpu-scale-01' AS host, '6.8.0-45-generic' AS kernel, 'Ubuntu 24.04 LTS' AS os,
         'x86_64' AS arch, {cpus}::INTEGER AS cpus, {T0} AS start_utc,
-        {T0} + to_seconds({secs}) AS end_utc, {step}::DOUBLE AS interval_s,
+        {T0} + to_seconds({secs}) AS end_utc, {int(step)}::DOUBLE AS interval_s,
         'America/Chicago' AS timezone, '0.1.0' AS capture_version, 1 AS format_version,
         true AS manifest_present, false AS interrupted, 0 AS refused_members, NULL AS notes,
         '0.1.0' AS analyzer_version, now() AS analyzed_at;

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from analyzer.sql import ident
 from reports.charts_findings import evidence_figure
 from reports.incidents import Incident
-from reports.queries import Store, quote
+from reports.queries import Store
 from reports.timefmt import TimeFormatter
 
 MAX_CHARTS = 12  # evidence charts per report (most important cards first)
@@ -149,9 +150,9 @@ def _evidence_chart(
         unit = str(e["unit"] or "")
         shown, factor = UNITS.get(unit, (unit, 1.0))
         q = (
-            f"SELECT epoch_ms(ts) AS x, {quote(e['signal'])} * {factor!r} AS v FROM signals "
+            f"SELECT epoch_ms(ts) AS x, {ident(e['signal'])} * {float(factor)!r} AS v FROM signals "
             f"WHERE ts BETWEEN to_timestamp({lo} / 1000) AND to_timestamp({hi} / 1000) "
-            f"AND {quote(e['signal'])} IS NOT NULL ORDER BY ts"
+            f"AND {ident(e['signal'])} IS NOT NULL ORDER BY ts"
         )
         frame = store.con.sql(q).pl()
         if frame.height:

@@ -103,9 +103,10 @@ def heat_strips(
         agg = "min" if m.direction < 0 else "max"
         cond = " OR ".join(f"{c} IS NOT NULL" for c in m.needs)
         rows = con.sql(
-            f"SELECT host, CAST(floor((epoch(ts) - {t0}) / {step}) AS BIGINT) AS k, "
+            "SELECT host, CAST(floor((epoch(ts) - $t0) / $step) AS BIGINT) AS k, "
             f"{agg}(CAST({m.expr} AS DOUBLE)) FROM signals WHERE ts IS NOT NULL AND ({cond}) "
-            "GROUP BY 1, 2"
+            "GROUP BY 1, 2",
+            params={"t0": t0, "step": step},
         ).fetchall()
         z: list[list[float | None]] = [[None] * n for _ in hosts]
         for host, k, v in rows:

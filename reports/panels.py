@@ -21,9 +21,10 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from analyzer.sql import ident, shown
 from reports import charts
 from reports.downsample import MAX_POINTS, bucket_gap, gap_breaks, minmax_sql
-from reports.queries import Store, quote
+from reports.queries import Store
 
 ROW_POINTS = 2400  # points per chart row, shared by its traces
 MIN_POINTS = 300
@@ -67,7 +68,7 @@ class Src:
         cond = "ts IS NOT NULL" + filters(store, self.table)
         if self.where:
             cond += f" AND ({self.where})"
-        inner = f"SELECT epoch_ms(ts) AS x, {self.value} AS v FROM {quote(self.table)} WHERE {cond}"
+        inner = f"SELECT epoch_ms(ts) AS x, {self.value} AS v FROM {ident(self.table)} WHERE {cond}"
         if self.group:
             inner += " GROUP BY ts"
         return f"SELECT x, v FROM ({inner}) WHERE v IS NOT NULL ORDER BY x"
@@ -117,9 +118,7 @@ def source_name(store: Store, src: Src) -> str:
     """The table behind a series; for ``signals`` columns, the table that fed the signal."""
     if src.table == "signals" and store.usable("signal_sources", "signal", "source_table"):
         name = store.scalar(
-            "SELECT any_value(source_table) FROM signal_sources WHERE signal = '"
-            + src.value.replace("'", "''")
-            + "'"
+            "SELECT any_value(source_table) FROM signal_sources WHERE signal = ?", [src.value]
         )
         if name:
             return str(name)
@@ -197,29 +196,29 @@ def entity_rows(
     points: dict[str, int] = {}
     colors: dict[str, str] = {}
     for table, ms in by_table.items():
-        entity = quote(ms[0].entity)
+        entity = ident(ms[0].entity)
         cond = "ts IS NOT NULL" + filters(store, table) + f" AND {entity} IS NOT NULL"
         if where and where.get(table):
             cond += f" AND ({where[table]})"
         order = rank.get(table, "natural")
         top_q = (
-            f"SELECT {entity} AS e FROM {quote(table)} WHERE {cond} GROUP BY ALL "
+            f"SELECT {entity} AS e FROM {ident(table)} WHERE {cond} GROUP BY ALL "
             + ("ORDER BY e" if order == "natural" else f"ORDER BY {order} DESC NULLS LAST, e")
             + f" LIMIT {int(limit)}"
         )
         top = [r[0] for r in store.con.sql(top_q).fetchall()]
-        total = store.scalar(f"SELECT count(DISTINCT {entity}) FROM {quote(table)} WHERE {cond}")
+        total = store.scalar(f"SELECT count(DISTINCT {entity}) FROM {ident(table)} WHERE {cond}")
         if not top:
             continue
         if total and total > len(top):
             panel.notes.append(f"{table}: top {len(top)} of {total} by {order}")
-        keys = ", ".join(_literal(k) for k in top)
         values = ", ".join(f"CAST({m.value} AS DOUBLE) AS v{i}" for i, m in enumerate(ms))
         q = (
             f"SELECT epoch_ms(ts) AS x, {_label(prefix, entity)} AS g, {values} "
-            f"FROM {quote(table)} WHERE {cond} AND {entity} IN ({keys})"
+            f"FROM {ident(table)} WHERE {cond} AND list_contains($keys, {entity})"
         )
-        panel.sql.append(q + " ORDER BY g, x")
+        keys = {"keys": top}
+        panel.sql.append(shown(q + " ORDER BY g, x", keys))
         points[table] = per_trace(len(top))
         reduced = minmax_sql(
             q,
@@ -228,11 +227,11 @@ def entity_rows(
             x_range=x_range,
             grouped=True,
         )
-        frames[table] = store.con.sql(reduced).pl()
+        frames[table] = store.con.sql(reduced, params=keys).pl()
         for k in top:
             colors.setdefault(prefix + str(k), charts.PALETTE[len(colors) % len(charts.PALETTE)])
     rows = []
-    shown: set[str] = set()
+    legend: set[str] = set()
     for table, ms in by_table.items():
         if table not in frames:
             continue
@@ -252,16 +251,10 @@ def entity_rows(
                 min_gap=gap,
             )
             for t in traces:  # one legend entry per entity, in its first row
-                t["showlegend"] = t["legendgroup"] not in shown
-                shown.add(t["legendgroup"])
+                t["showlegend"] = t["legendgroup"] not in legend
+                legend.add(t["legendgroup"])
             rows.append(charts.Row(m.label, traces))
     return rows
-
-
-def _literal(value: Any) -> str:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    return "'" + str(value).replace("'", "''") + "'"
 
 
 def _label(prefix: str, entity: str) -> str:

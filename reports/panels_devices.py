@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import polars as pl
 
+from analyzer.sql import ident, shown
 from reports import charts
 from reports.downsample import bucket_ms
 from reports.panels import Frame, Metric, Panel, entity_rows, filters
-from reports.queries import Store, quote
+from reports.queries import Store
 
 WHOLE_DISK = (
     "NOT (CAST({e} AS VARCHAR) LIKE 'dm-%' OR CAST({e} AS VARCHAR) LIKE 'loop%' "
@@ -27,7 +28,7 @@ def _sum(store: Store, table: str, columns: list[str]) -> tuple[str, tuple[str, 
     have = [c for c in columns if c in store.columns(table)]
     if not have:
         return "NULL", tuple(columns[:1])
-    return " + ".join(f"coalesce({quote(c)}, 0)" for c in have), tuple(have[:1])
+    return " + ".join(f"coalesce({ident(c)}, 0)" for c in have), tuple(have[:1])
 
 
 def _first(store: Store, table: str, columns: list[str]) -> str:
@@ -40,7 +41,7 @@ def _greatest(store: Store, table: str, columns: list[str]) -> tuple[str, tuple[
     if not have:
         return "NULL", tuple(columns[:1])
     return (
-        f"greatest({', '.join(quote(c) for c in have)})" if len(have) > 1 else quote(have[0])
+        f"greatest({', '.join(ident(c) for c in have)})" if len(have) > 1 else ident(have[0])
     ), tuple(have[:1])
 
 
@@ -57,14 +58,14 @@ def disk_panel(store: Store, fr: Frame) -> Panel:
     read = _first(store, table, ["rkb_s", "kb_read_s"])
     wait, wneed = _greatest(store, table, ["r_await_ms", "w_await_ms", "await_ms"])
     metrics = [
-        Metric("Write (MB/s)", table, ent, f"{quote(write)} / 1024", (write,)),
-        Metric("Read (MB/s)", table, ent, f"{quote(read)} / 1024", (read,)),
+        Metric("Write (MB/s)", table, ent, f"{ident(write)} / 1024", (write,)),
+        Metric("Read (MB/s)", table, ent, f"{ident(read)} / 1024", (read,)),
         Metric("Await, worst of read/write (ms)", table, ent, wait, wneed),
         Metric("Utilisation (%)", table, ent, "util_pct", ("util_pct",)),
     ]
-    where = WHOLE_DISK.format(e=quote(ent))
+    where = WHOLE_DISK.format(e=ident(ent))
     for flag in store.present(table, ["is_partition", "is_group"]):
-        where += f" AND NOT coalesce({flag}, false)"
+        where += f" AND NOT coalesce({ident(flag)}, false)"
     has_util = "util_pct" in store.columns(table)
     rank = {table: "max(util_pct)" if has_util else f"max({tput})"}
     rows = entity_rows(store, panel, metrics, rank=rank, where={table: where}, x_range=fr.x_range)
@@ -146,11 +147,11 @@ def bpf_panel(store: Store, fr: Frame) -> Panel:
     if not store.usable("bpf_hist", "ts", "bucket_low", "count"):
         panel.absent = "No latency histograms: bpftrace was not run (needs root) or printed none."
         return panel
-    ident = "coalesce(source_file, '')" if "source_file" in store.columns("bpf_hist") else "''"
-    ident += " || ' ' || coalesce(map, '')" if "map" in store.columns("bpf_hist") else ""
+    hist = "coalesce(source_file, '')" if "source_file" in store.columns("bpf_hist") else "''"
+    hist += " || ' ' || coalesce(map, '')" if "map" in store.columns("bpf_hist") else ""
     cond = "ts IS NOT NULL AND bucket_low IS NOT NULL" + filters(store, "bpf_hist")
     hists = store.con.sql(
-        f"SELECT {ident} AS h, sum(count) AS n FROM bpf_hist WHERE {cond} GROUP BY ALL "
+        f"SELECT {hist} AS h, sum(count) AS n FROM bpf_hist WHERE {cond} GROUP BY ALL "
         f"ORDER BY n DESC, h LIMIT {MAX_HISTOGRAMS + 1}"
     ).fetchall()
     lo, hi = store.con.sql(
@@ -160,15 +161,14 @@ def bpf_panel(store: Store, fr: Frame) -> Panel:
     unit = "any_value(unit)" if "unit" in store.columns("bpf_hist") else "NULL"
     rows = []
     for name, _n in hists[:MAX_HISTOGRAMS]:
-        esc = str(name).replace("'", "''")
         q = (
-            f"WITH b AS (SELECT (epoch_ms(ts) // {width}) * {width} AS x, bucket_low AS lo, "
-            f"sum(count) AS c, {unit} AS unit FROM bpf_hist WHERE {cond} AND {ident} = '{esc}' "
+            f"WITH b AS (SELECT (epoch_ms(ts) // {int(width)}) * {int(width)} AS x, bucket_low AS lo, "
+            f"sum(count) AS c, {unit} AS unit FROM bpf_hist WHERE {cond} AND {hist} = $hist "
             "GROUP BY ALL) SELECT x, lo, c, unit, 100.0 * c / sum(c) OVER (PARTITION BY x) AS pct "
             "FROM b ORDER BY x, lo"
         )
-        panel.sql.append(q)
-        df = store.con.sql(q).pl()
+        panel.sql.append(shown(q, {"hist": name}))
+        df = store.con.sql(q, params={"hist": name}).pl()
         if not df.height:
             continue
         u = next((v for v in df["unit"].to_list() if v), "") or ""

@@ -115,7 +115,7 @@ def percpu_panel(store: Store, fr: Frame) -> Panel:
         return panel
     width = bucket_ms(lo, hi, charts.HEATMAP_COLUMNS)
     q = (
-        f"SELECT (epoch_ms(ts) // {width}) * {width} AS x, cpu, "
+        f"SELECT (epoch_ms(ts) // {int(width)}) * {int(width)} AS x, cpu, "
         f"max(100 - idle_pct) AS busy FROM {table} WHERE {cond} GROUP BY ALL"
     )
     panel.sql.append(q)

@@ -13,10 +13,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-
-def quote(name: str) -> str:
-    """Quote an SQL identifier for DuckDB."""
-    return '"' + name.replace('"', '""') + '"'
+from analyzer.sql import ident
 
 
 class Store:
@@ -52,7 +49,7 @@ class Store:
         if not self.has(table):
             return 0
         if table not in self._counts:
-            (n,) = self.con.sql(f"SELECT count(*) FROM {quote(table)}").fetchall()[0]
+            (n,) = self.con.sql(f"SELECT count(*) FROM {ident(table)}").fetchall()[0]
             self._counts[table] = int(n)
         return self._counts[table]
 
@@ -62,7 +59,7 @@ class Store:
             return 0
         key = table + "\0ts"
         if key not in self._counts:
-            q = f"SELECT count(ts) FROM {quote(table)}"
+            q = f"SELECT count(ts) FROM {ident(table)}"
             self._counts[key] = int(self.con.sql(q).fetchall()[0][0])
         return self._counts[key]
 
@@ -84,8 +81,8 @@ class Store:
     def expr(self, table: str, column: str) -> str:
         """Select expression for a column: timestamps become epoch milliseconds (UTC)."""
         if self._types.get((table, column), "").startswith("TIMESTAMP"):
-            return f"epoch_ms({quote(column)}) AS {quote(column)}"
-        return quote(column)
+            return f"epoch_ms({ident(column)}) AS {ident(column)}"
+        return ident(column)
 
     def frame(
         self,
@@ -96,12 +93,14 @@ class Store:
         order: str = "",
         limit: int | None = None,
         x: bool = True,
+        params: dict[str, Any] | None = None,
     ) -> pl.DataFrame:
         """Select the existing ``wanted`` columns of ``table`` as a polars frame.
 
         With ``x`` (and a ``ts`` column) an ``x`` column of epoch milliseconds is added and
-        rows without a time are left out: charts take numbers, never datetimes. ``where``/``order`` are trusted SQL fragments
-        written in this package, never data.
+        rows without a time are left out: charts take numbers, never datetimes.
+        ``where``/``order`` are SQL fragments written in this package, never data: values
+        go in ``params`` (``$name`` in the fragment).
         """
         cols = [self.expr(table, c) for c in self.present(table, wanted)]
         if x and "ts" in self.columns(table):
@@ -109,17 +108,18 @@ class Store:
             where = f"({where}) AND ts IS NOT NULL" if where else "ts IS NOT NULL"
         if not cols:
             return pl.DataFrame()
-        q = f"SELECT {', '.join(cols)} FROM {quote(table)}"
+        q = f"SELECT {', '.join(cols)} FROM {ident(table)}"
         if where:
             q += f" WHERE {where}"
         if order:
             q += f" ORDER BY {order}"
         if limit is not None:
             q += f" LIMIT {int(limit)}"
-        return self.con.sql(q).pl()
+        return self.con.sql(q, params=params).pl()
 
-    def scalar(self, q: str) -> Any:
-        rows = self.con.sql(q).fetchall()
+    def scalar(self, q: str, params: list[Any] | dict[str, Any] | None = None) -> Any:
+        """The first value of ``q``'s first row (None when there is no row)."""
+        rows = self.con.sql(q, params=params).fetchall()
         return rows[0][0] if rows else None
 
     def bundle(self) -> dict[str, Any]:
@@ -142,22 +142,24 @@ class Store:
         where: str = "",
         order: str = "",
         limit: int | None = None,
+        params: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         """Rows of ``table`` (existing ``wanted`` columns) as dicts; missing ones are None.
 
-        Timestamps come back as epoch milliseconds (UTC).
+        Timestamps come back as epoch milliseconds (UTC). ``where``/``order``/``params`` as
+        in `frame`.
         """
         cols = self.present(table, wanted)
         if not cols or not self.rows(table):
             return []
-        q = f"SELECT {', '.join(self.expr(table, c) for c in cols)} FROM {quote(table)}"
+        q = f"SELECT {', '.join(self.expr(table, c) for c in cols)} FROM {ident(table)}"
         if where:
             q += f" WHERE {where}"
         if order:
             q += f" ORDER BY {order}"
         if limit is not None:
             q += f" LIMIT {int(limit)}"
-        rel = self.con.sql(q)
+        rel = self.con.sql(q, params=params)
         out = []
         for row in rel.fetchall():
             rec: dict[str, Any] = dict.fromkeys(wanted)

@@ -141,6 +141,7 @@ def _top(ctx: Context, w: tuple, n: int = 5) -> list[dict]:
     if not ctx.rows("pidstat"):
         return []
     return ctx.query(
-        f"SELECT pid, any_value(command) AS cmd, avg(cpu_pct) AS cpu, avg(wait_pct) AS wait FROM pidstat WHERE tid IS NULL AND since_boot IS NOT TRUE "
-        f"AND ts >= '{w[0].isoformat()}' AND ts < '{w[1].isoformat()}' GROUP BY pid HAVING avg(cpu_pct) >= 1 ORDER BY cpu DESC LIMIT {n}"
+        "SELECT pid, any_value(command) AS cmd, avg(cpu_pct) AS cpu, avg(wait_pct) AS wait FROM pidstat WHERE tid IS NULL AND since_boot IS NOT TRUE "
+        "AND ts >= $lo AND ts < $hi GROUP BY pid HAVING avg(cpu_pct) >= 1 ORDER BY cpu DESC LIMIT $n",
+        {"lo": w[0], "hi": w[1], "n": int(n)},
     ).to_dicts()

@@ -167,8 +167,9 @@ def _evidence(ctx: Context, seg: Segment, dips: list) -> list[Evidence]:
         )
     if seg.cause in ("cpu_loader", "cpu_contention") and ctx.rows("pidstat"):
         top = ctx.query(
-            f"SELECT pid, any_value(command) AS cmd, avg(cpu_pct) AS cpu FROM pidstat WHERE tid IS NULL AND since_boot IS NOT TRUE "
-            f"AND ts >= '{w[0].isoformat()}' AND ts < '{w[1].isoformat()}' GROUP BY pid ORDER BY cpu DESC NULLS LAST LIMIT 1"
+            "SELECT pid, any_value(command) AS cmd, avg(cpu_pct) AS cpu FROM pidstat WHERE tid IS NULL AND since_boot IS NOT TRUE "
+            "AND ts >= $lo AND ts < $hi GROUP BY pid ORDER BY cpu DESC NULLS LAST LIMIT 1",
+            {"lo": w[0], "hi": w[1]},
         )
         if top.height and top["cpu"][0] is not None:
             ev.append(

@@ -155,8 +155,9 @@ def _top_io(ctx: Context, w: tuple) -> list[Evidence]:
     if not ctx.rows("pidstat"):
         return []
     df = ctx.query(
-        f"SELECT pid, any_value(command) AS cmd, avg(coalesce(kb_rd_s, 0) + coalesce(kb_wr_s, 0)) AS io FROM pidstat WHERE tid IS NULL "
-        f"AND since_boot IS NOT TRUE AND ts >= '{w[0].isoformat()}' AND ts < '{w[1].isoformat()}' GROUP BY pid HAVING io > 0 ORDER BY io DESC LIMIT 3"
+        "SELECT pid, any_value(command) AS cmd, avg(coalesce(kb_rd_s, 0) + coalesce(kb_wr_s, 0)) AS io FROM pidstat WHERE tid IS NULL "
+        "AND since_boot IS NOT TRUE AND ts >= $lo AND ts < $hi GROUP BY pid HAVING io > 0 ORDER BY io DESC LIMIT 3",
+        {"lo": w[0], "hi": w[1]},
     )
     return [
         Evidence(

@@ -118,8 +118,9 @@ def _softirqs(ctx: Context, cpu: int, w: tuple) -> list[Evidence]:
     if not ctx.rows("mpstat_irq"):
         return []
     df = ctx.query(
-        f"SELECT irq, avg(per_s) AS rate FROM mpstat_irq WHERE kind = 'soft' AND cpu = {cpu} AND ts >= '{w[0].isoformat()}' AND ts < '{w[1].isoformat()}' "
-        "GROUP BY irq ORDER BY rate DESC LIMIT 2"
+        "SELECT irq, avg(per_s) AS rate FROM mpstat_irq WHERE kind = 'soft' AND cpu = $cpu AND ts >= $lo AND ts < $hi "
+        "GROUP BY irq ORDER BY rate DESC LIMIT 2",
+        {"cpu": int(cpu), "lo": w[0], "hi": w[1]},
     )
     return [
         Evidence(

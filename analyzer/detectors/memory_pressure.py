@@ -132,8 +132,8 @@ def _ooms_after(ctx: Context, w: tuple) -> int:
     if not ctx.rows("dmesg"):
         return 0
     hi = w[1] + timedelta(seconds=T["oom_follow_s"])
-    q = f"SELECT count(DISTINCT (pid, comm)) AS n FROM dmesg WHERE kind = 'oom_kill' AND ts >= '{w[0].isoformat()}' AND ts < '{hi.isoformat()}'"
-    return int(ctx.query(q)["n"][0] or 0)
+    q = "SELECT count(DISTINCT (pid, comm)) AS n FROM dmesg WHERE kind = 'oom_kill' AND ts >= $lo AND ts < $hi"
+    return int(ctx.query(q, {"lo": w[0], "hi": hi})["n"][0] or 0)
 
 
 def _cgroup_events(ctx: Context, w: tuple) -> list[Evidence]:
@@ -143,7 +143,8 @@ def _cgroup_events(ctx: Context, w: tuple) -> list[Evidence]:
     cols = ("events_high", "events_max", "events_oom", "events_oom_kill", "failcnt")
     agg = ", ".join(f"max({c}) - min({c}) AS {c}" for c in cols)
     df = ctx.query(
-        f"SELECT cgroup, {agg} FROM cgroup_memory WHERE ts >= '{w[0].isoformat()}' AND ts <= '{w[1].isoformat()}' GROUP BY cgroup"
+        f"SELECT cgroup, {agg} FROM cgroup_memory WHERE ts >= $lo AND ts <= $hi GROUP BY cgroup",
+        {"lo": w[0], "hi": w[1]},
     )
     ev = []
     for row in df.iter_rows(named=True):

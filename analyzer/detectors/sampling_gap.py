@@ -51,14 +51,10 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
         for t in present
     ]
     end = ctx.signals["ts"].max() if ctx.signals.height else None
-    grace = (
-        f"'{(end - timedelta(seconds=T['end_grace_s'])).isoformat()}'::TIMESTAMPTZ"  # type: ignore[operator]
-        if end is not None
-        else "NULL"
-    )
+    grace = end - timedelta(seconds=T["end_grace_s"]) if end is not None else None
     # a collector that stopped early: measured to the last sample of any collector (the
     # end snapshots after the series are not a gap), or to the capture end minus a grace
-    end_sql = f"greatest((SELECT max(sec) FROM s) + INTERVAL 1 SECOND, {grace})"
+    end_sql = "greatest((SELECT max(sec) FROM s) + INTERVAL 1 SECOND, $grace::TIMESTAMPTZ)"
     # a collector that printed its full count and exited 0 (vmstat 1 N) has no tail gap
     done = (
         "SELECT file FROM collectors WHERE exit_code = 0"
@@ -72,7 +68,8 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
             st AS (SELECT f, median(epoch(nxt) - epoch(sec)) AS step, count(*) AS n FROM d WHERE nxt > sec GROUP BY f)
         SELECT d.f, d.sec, coalesce(d.nxt, {end_sql}) AS nxt, st.step FROM d JOIN st USING (f)
         WHERE st.n >= {int(T["min_samples"])} AND epoch(coalesce(d.nxt, {end_sql})) - epoch(d.sec) > greatest({T["gap_steps"]} * st.step, st.step + {T["gap_extra_s"]})
-        ORDER BY d.sec"""
+        ORDER BY d.sec""",
+        {"grace": grace},
     )
     if gaps.height == 0:
         return []
