@@ -4,13 +4,20 @@ From dmesg ``oom_kill`` lines (victim, pid, memcg, RSS; the whole report is atta
 log lines) and from cgroup ``memory.events`` oom_kill increments that no kernel line
 explains (a kill whose log line was lost or rate-limited). The ramp before the kill
 (MemAvailable, memory PSI, reclaim over the preceding minute) is part of the evidence.
+
+A storm — more than ``storm_kills`` kills of either source in the capture — is one
+finding per source (`analyzer.detectors._storm`): counts per victim command and memory
+cgroup, the span, the first and last kill, a bounded sample of log lines. Every kill
+stays in the database (table ``dmesg``, ``kind = 'oom_kill'``; ``cgroup_memory``).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from analyzer.detectors import _storm
 from analyzer.detectors._base import Context, hhmmss, r, second_of, unit_of
+from analyzer.detectors._storm import sample_lines, top_values
 from analyzer.findings import Evidence, Finding, NotEvaluated
 
 NAME = "oom_kill"
@@ -18,7 +25,7 @@ INPUTS = (
     "dmesg (oom_kill lines) or cgroup_memory (memory.events oom_kill)",
     "optional: meminfo, PSI memory, /proc/vmstat for the ramp",
 )
-THRESHOLDS = {"ramp_s": 60, "dedupe_s": 2, "cgroup_match_s": 10}
+THRESHOLDS = {"ramp_s": 60, "dedupe_s": 2, "cgroup_match_s": 10, "storm_kills": 20}
 T = THRESHOLDS
 REMEDIATION = [
     "Give the job the memory it needs or shrink it: raise memory.max / k8s limits.memory, or reduce batch size, prefetch and DataLoader workers (each worker holds a copy of the dataset object).",
@@ -28,22 +35,37 @@ REMEDIATION = [
 ]
 
 
+# The kernel log's kills, the same kill in two files (series and snapshot) within
+# $dedupe seconds once (the series file's line).
+KILLS = """SELECT * FROM (SELECT *, row_number() OVER (
+               PARTITION BY pid, comm, time_bucket(to_seconds($dedupe), ts)
+               ORDER BY source_file LIKE 'series/%' DESC, source_file, line_no) AS k
+             FROM dmesg WHERE kind = 'oom_kill' AND ts IS NOT NULL) WHERE k = 1"""
+# memory.events oom_kill increments (d kills in a cgroup by ts).
+INCREMENTS = """SELECT cgroup, ts, events_oom_kill - lag(events_oom_kill) OVER (PARTITION BY cgroup ORDER BY ts) AS d
+                FROM cgroup_memory WHERE ts IS NOT NULL AND events_oom_kill IS NOT NULL QUALIFY d > 0"""
+# ... that no kernel log kill explains (none within $tol seconds).
+UNEXPLAINED = (
+    "SELECT * FROM (" + INCREMENTS + ") AS i WHERE NOT EXISTS (SELECT 1 FROM ("
+    + KILLS + ") AS k WHERE k.ts BETWEEN i.ts - to_seconds($tol) AND i.ts + to_seconds($tol))"
+)  # fmt: skip
+
+
 def detect(ctx: Context) -> list[Finding] | NotEvaluated:
     have_dmesg, have_cg = ctx.rows("dmesg") > 0, ctx.rows("cgroup_memory") > 0
     if not have_dmesg and not have_cg:
         return NotEvaluated(NAME, "needs the kernel log (dmesg) or cgroup memory.events")
     out: list[Finding] = []
-    kills = []
     if have_dmesg:
-        kills = ctx.query(
-            f"""SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY pid, comm, time_bucket(INTERVAL {int(T["dedupe_s"])} SECOND, ts)
-                                                   ORDER BY source_file LIKE 'series/%' DESC, source_file, line_no) AS k
-                               FROM dmesg WHERE kind = 'oom_kill' AND ts IS NOT NULL) WHERE k = 1 ORDER BY ts"""
-        ).to_dicts()
-        for k in kills:
-            out.append(_from_dmesg(ctx, k))
+        params = {"dedupe": int(T["dedupe_s"])}
+        n = int(ctx.query("SELECT count(*) AS n FROM (" + KILLS + ")", params)["n"][0])
+        if n > T["storm_kills"]:
+            out.append(_dmesg_storm(ctx, n))
+        else:
+            kills = ctx.query(KILLS + " ORDER BY ts", params).to_dicts()
+            out += [_from_dmesg(ctx, k) for k in kills]
     if have_cg:
-        out += _from_cgroups(ctx, [k["ts"] for k in kills])
+        out += _from_cgroups(ctx, have_dmesg)
     return out
 
 
@@ -123,16 +145,18 @@ def _from_dmesg(ctx: Context, k: dict) -> Finding:
     )
 
 
-def _from_cgroups(ctx: Context, dmesg_ts: list) -> list[Finding]:
-    df = ctx.query(
-        """SELECT cgroup, ts, events_oom_kill - lag(events_oom_kill) OVER (PARTITION BY cgroup ORDER BY ts) AS d
-           FROM cgroup_memory WHERE ts IS NOT NULL AND events_oom_kill IS NOT NULL QUALIFY d > 0 ORDER BY ts"""
-    )
+def _from_cgroups(ctx: Context, have_dmesg: bool) -> list[Finding]:
+    if have_dmesg:
+        params = {"dedupe": int(T["dedupe_s"]), "tol": int(T["cgroup_match_s"])}
+        sql = UNEXPLAINED
+    else:
+        params, sql = None, INCREMENTS
+    n = int(ctx.query("SELECT count(*) AS n FROM (" + sql + ")", params)["n"][0])
+    if n > T["storm_kills"]:
+        return [_cgroup_storm(ctx, sql, params, n)]
+    df = ctx.query(sql + " ORDER BY ts", params)
     out = []
-    tol = timedelta(seconds=T["cgroup_match_s"])
     for row in df.iter_rows(named=True):
-        if any(abs(row["ts"] - t) <= tol for t in dmesg_ts):
-            continue  # the kernel log has it
         t = row["ts"]
         out.append(
             Finding(
@@ -161,3 +185,94 @@ def _from_cgroups(ctx: Context, dmesg_ts: list) -> list[Finding]:
             )
         )
     return out
+
+
+def _before_capture(ctx: Context, t: datetime) -> bool:
+    """Some of the kernel log is older than the capture's first second."""
+    return ctx.signals.height > 0 and ctx.signals["ts"].min() > t  # type: ignore[operator]
+
+
+def _dmesg_storm(ctx: Context, n: int) -> Finding:
+    """One finding for the ``n`` (> storm_kills) kills of the kernel log."""
+    params = {"dedupe": int(T["dedupe_s"])}
+    facts = ctx.query(
+        "SELECT min(ts) AS t0, max(ts) AS t1, count(DISTINCT memcg) AS cgroups,"
+        " count(DISTINCT comm) AS comms,"
+        " sum(coalesce(anon_rss_kb, 0) + coalesce(file_rss_kb, 0) + coalesce(shmem_rss_kb, 0)) AS rss_kb"
+        " FROM (" + KILLS + ")",
+        params,
+    ).row(0, named=True)
+    t0, t1 = facts["t0"], facts["t1"]
+    victims = top_values(ctx, "SELECT comm AS name, 1 AS n FROM (" + KILLS + ")", params)
+    cgroups = top_values(ctx, "SELECT memcg AS name, 1 AS n FROM (" + KILLS + ")", params)
+    first = ctx.query(KILLS + " ORDER BY ts, source_file, line_no LIMIT 1", params).row(
+        0, named=True
+    )
+    last = ctx.query(KILLS + " ORDER BY ts DESC, source_file, line_no LIMIT 1", params).row(
+        0, named=True
+    )
+    rss_kb = int(facts["rss_kb"] or 0)
+    caveats = [_storm.caveat(n, "kills", "table dmesg (kind = 'oom_kill')")]
+    if _before_capture(ctx, t0):
+        caveats.append("Some kills happened before the capture started (kernel log history).")
+    return Finding(
+        key="OOM_KILL",
+        kind=NAME,
+        title=f"{n:,} OOM kills of {_storm.names(victims)}",
+        severity="critical",
+        start=second_of(t0),
+        end=second_of(t1) + timedelta(seconds=1),
+        summary=f"From {hhmmss(t0)} to {hhmmss(t1)} UTC the kernel killed {n:,} processes "
+        f"({rss_kb / 1024:,.0f} MiB resident in all) because memory ran out; top victims "
+        f"{_storm.counts(victims)}; memory cgroups {_storm.counts(cgroups)}; first "
+        f"{first['comm']} (pid {first['pid']}) at {hhmmss(t0)}, last {last['comm']} "
+        f"(pid {last['pid']}) at {hhmmss(t1)}.",
+        impact={
+            "processes_killed": n,
+            "rss_freed_mb": r(rss_kb / 1024, 0),
+            "victim_commands": int(facts["comms"]),
+            "memory_cgroups": int(facts["cgroups"]),
+        },
+        evidence=[
+            Evidence("kills", float(n), None, "count", f"{hhmmss(t0)}–{hhmmss(t1)} UTC"),
+            *_storm.evidence("victim_kills", victims),
+            *_storm.evidence("memcg_kills", cgroups),
+            *_ramp(ctx, t0),
+        ],
+        log_lines=sample_lines(ctx, KILLS, params),
+        remediation=REMEDIATION,
+        caveats=caveats,
+    )
+
+
+def _cgroup_storm(ctx: Context, sql: str, params: dict[str, int] | None, n: int) -> Finding:
+    """One finding for ``n`` (> storm_kills) memory.events increments without a log line."""
+    facts = ctx.query(
+        "SELECT min(ts) AS t0, max(ts) AS t1, sum(d) AS kills FROM (" + sql + ")", params
+    ).row(0, named=True)
+    t0, t1, kills = facts["t0"], facts["t1"], int(facts["kills"])
+    cgroups = top_values(
+        ctx, "SELECT coalesce(nullif(cgroup, ''), '/') AS name, d AS n FROM (" + sql + ")", params
+    )
+    return Finding(
+        key="OOM_KILL",
+        kind=NAME,
+        title=f"{kills:,} OOM kills in {_storm.names(cgroups)} (memory.events)",
+        severity="critical",
+        start=t0 - timedelta(seconds=1),
+        end=t1,
+        summary=f"memory.events counted {kills:,} OOM kills in {n:,} increments from "
+        f"{hhmmss(t0)} to {hhmmss(t1)} UTC, per cgroup {_storm.counts(cgroups)}; no "
+        "matching kernel log line was captured.",
+        impact={"processes_killed": kills},
+        evidence=[
+            Evidence("events_oom_kill", float(kills), 0.0, "count", f"{n:,} increments"),
+            *_storm.evidence("cgroup_kills", cgroups),
+            *_ramp(ctx, t0),
+        ],
+        remediation=REMEDIATION,
+        caveats=[
+            "Victims unknown: the kernel log lines of these kills are not in the bundle.",
+            _storm.caveat(n, "increments", "table cgroup_memory (events_oom_kill)"),
+        ],
+    )

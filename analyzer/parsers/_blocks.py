@@ -97,7 +97,7 @@ def _utf8(data: bytes) -> bytes:
 def frame(data: bytes, first_line: int) -> pl.DataFrame:
     """``line_no``, ``line`` of the whole lines in ``data`` (valid UTF-8), numbered from
     ``first_line``."""
-    lf = pl.scan_lines(data, name="line").with_row_index("line_no", offset=first_line)
+    lf = pl.scan_lines(data, name="line", glob=False).with_row_index("line_no", offset=first_line)
     if b"\x00" in data:
         lf = lf.with_columns(pl.col("line").str.replace_all("\x00", "", literal=True))
     if b"\r" in data:
@@ -169,8 +169,11 @@ class Blocks:
                     pending, want = buf, want * 2
                     continue
                 pending, want = buf[at:], size
-                block = self._block(buf[:at], line_no, _head_lines(pending, self.lookahead), False)
+                done = left <= 0 and not pending  # the file ends at this cut: the last block
+                block = self._block(buf[:at], line_no, _head_lines(pending, self.lookahead), done)
                 yield block
+                if done:
+                    return
                 line_no += block.n_lines
 
 

@@ -4,13 +4,23 @@ Input: a frame with one row per kernel log line (`message`, `rec` = printk recor
 `is_cont` = line is an unstamped continuation of the record, `stamp_key` = a sub-second
 timestamp string or NULL). Output adds `kind`, the extracted fields and `event_id` /
 `event_kind`. Everything is regex over the message column (polars), no loop per line.
+
+An event holds at most `MAX_EVENT_LINES` lines: a longer run (a million identical lines
+share one stamp and would join) is cut before the first record start at or past that
+many lines from the event's start, and again from there (`_cap_events`, one step per
+cut). So a block-by-block parse that redoes the last event of each block with the next
+block finds the same events as one pass over the whole file.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
+from analyzer.parsers._dmesg_clock import MAX_UPTIME_S
+
 MAX_REPORT_GAP_S = 30.0
+MAX_EVENT_LINES = 10_000
 # Kinds that open a new event (oom_kill joins an open OOM report, see `_oom_prev`).
 STARTERS = (
     "oom_invoked",
@@ -81,8 +91,34 @@ def _int(expr: pl.Expr) -> pl.Expr:
     return expr.cast(pl.Int64, strict=False)
 
 
+_OUT = (
+    "kind",
+    "pid",
+    "comm",
+    "xid_code",
+    "pci_bus",
+    "device",
+    "blocked_s",
+    "total_vm_kb",
+    "anon_rss_kb",
+    "file_rss_kb",
+    "shmem_rss_kb",
+    "event_id",
+    "event_kind",
+    "memcg",
+    "oom_constraint",
+    "uid",
+)
+
+
 def classify(df: pl.DataFrame) -> pl.DataFrame:
-    """Add kind, extracted fields, event_id and event_kind (see module docstring)."""
+    """Add kind, extracted fields, event_id and event_kind (see module docstring): the
+    input's columns, then those (working columns are dropped)."""
+    keep = [c for c in df.columns if c not in _OUT]
+    return _classify(df).select(*keep, *_OUT)
+
+
+def _classify(df: pl.DataFrame) -> pl.DataFrame:
     msg = pl.col("message")
     nxt = msg.shift(-1)
     # A record printed over several lines is classified on its joined text (first line only).
@@ -182,9 +218,9 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
             [("xid", pl.col("xpci").str.to_lowercase()), ("gpu_fallen_off_bus", pl.col("fpci"))]
         ).alias("pci_bus"),
         pick([("io_error", pl.col("dev"))]).alias("device"),
-        pick([("hung_task", _int(pl.col("hsec"))), ("soft_lockup", _int(pl.col("ssec")))]).alias(
-            "blocked_s"
-        ),
+        pick([("hung_task", _int(pl.col("hsec"))), ("soft_lockup", _int(pl.col("ssec")))])
+        .pipe(lambda s: pl.when(s <= MAX_UPTIME_S).then(s))  # longer than any uptime: NULL
+        .alias("blocked_s"),
         pick([("oom_kill", _int(pl.col("kvm")))]).alias("total_vm_kb"),
         pick([("oom_kill", _int(pl.col("kanon")))]).alias("anon_rss_kb"),
         pick([("oom_kill", _int(pl.col("kfile")))]).alias("file_rss_kb"),
@@ -209,7 +245,8 @@ def _events(df: pl.DataFrame) -> pl.DataFrame:
     joins = oom_join | (k.is_null() & (same_stamp | body))
     cont = pl.col("is_cont") | (~starter & ~gap & joins)
     new_event = ~cont.fill_null(False) | (pl.int_range(pl.len()) == 0)
-    df = df.with_columns(new_event.cast(pl.Int64).cum_sum().alias("event_id"))
+    starts = _cap_events(df.select(new_event.alias("n"))["n"].to_numpy(), df["is_cont"].to_numpy())
+    df = df.with_columns(pl.Series("event_id", np.cumsum(starts, dtype=np.int64)))
     ev = "event_id"
     memcg_ev = pl.coalesce("_memcg_sum", "_memcg_old").drop_nulls().first().over(ev)
     constraint_ev = pl.col("_constraint").drop_nulls().first().over(ev)
@@ -224,3 +261,26 @@ def _events(df: pl.DataFrame) -> pl.DataFrame:
         .alias("oom_constraint"),
         pl.when(is_kill).then(pl.coalesce("_uid_own", uid_ev)).alias("uid"),
     )
+
+
+def _cap_events(new: np.ndarray, is_cont: np.ndarray) -> np.ndarray:
+    """``new`` (event starts) with events longer than `MAX_EVENT_LINES` lines cut: from an
+    event's start, the next cut is the first record start (a line that is not a
+    continuation) at least that many lines on. A loop per cut, never per line."""
+    cap = MAX_EVENT_LINES
+    first = np.flatnonzero(new)
+    ends = np.append(first[1:], len(new))
+    long = np.flatnonzero(ends - first > cap)
+    if not long.size:
+        return new
+    out = new.copy()
+    records = np.flatnonzero(~is_cont)
+    for i in long:
+        pos, end = int(first[i]), int(ends[i])
+        while True:
+            j = int(np.searchsorted(records, pos + cap))
+            if j == records.size or records[j] >= end:
+                break
+            pos = int(records[j])
+            out[pos] = True
+    return out

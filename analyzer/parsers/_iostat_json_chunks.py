@@ -56,8 +56,9 @@ class _State:
 
 
 def _lines(source: Path | bytes, nul: bool, cr: bool) -> pl.LazyFrame:
-    """Lines as :func:`base.read_lines` gives them (``nul``/``cr``: the text has any)."""
-    lf = pl.scan_lines(source)
+    """Lines as :func:`base.read_lines` gives them (``nul``/``cr``: the text has any); a
+    path is read as named, never as a glob pattern."""
+    lf = pl.scan_lines(source, glob=False)
     if nul:
         lf = lf.with_columns(pl.col("line").str.replace_all("\x00", "", literal=True))
     if cr:

@@ -35,6 +35,13 @@ registers, Mem-Info, memcg stats, task tables, `oom-kill:` summary, `Killed proc
 `kind` is set on the line that states the fact (first line of the event for starters; the
 `Killed process` line for 'oom_kill'); `event_kind` is the first kind in the event.
 
+Bounds (docs/limits.md "Kernel log"): a line whose stamp cannot be real (an uptime that is
+not 0..100 years of seconds, a date that does not exist or lies outside 1970..2199) is
+skipped, reason 'timestamp out of range', and costs nothing else; an event holds at most
+10 000 lines, a record 1 000 continuation lines, a JSON record 16 lines. The file is read
+block by block and its rows go to ``ctx.sink`` as they are finished (`_dmesg_stream`):
+memory is a few blocks whatever the file size.
+
 Sample (`dmesg`, kernel 6.18, memcg OOM)::
 
     [  748.543172] python3 invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0
@@ -53,17 +60,8 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer.errors import ParseError
-from analyzer.parsers import base
-from analyzer.parsers._dmesg_classify import classify
-from analyzer.parsers._dmesg_clock import place_on_clock
-from analyzer.parsers._dmesg_tokens import (
-    ANSI_RE,
-    json_lines,
-    pri_facility,
-    pri_level,
-    tokenize_text,
-)
+from analyzer.parsers import _dmesg_stream, base
+from analyzer.parsers._dmesg_tokens import ANSI_RE
 
 S, I64, F64 = pl.String, pl.Int64, pl.Float64
 
@@ -147,187 +145,10 @@ def sniff(head: str, name: str) -> float:
 
 
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
-    """Parse one kernel log file into the `dmesg` table (see module docstring)."""
-    cov = base.Coverage()
-    if base.needs_utf8_repair(path):
-        cov.notes.append("file is not valid UTF-8: invalid bytes replaced by U+FFFD")
+    """Parse one kernel log file into the `dmesg` table (see module docstring), block by
+    block: rows go to ``ctx.sink`` when there is one (`_dmesg_stream`)."""
     head = base.read_head(path, 4096)
-    all_lines = base.read_lines(path)
-    cov.total = int(all_lines.select(pl.len()).collect().item())
-    cov.add_skipped("beyond max_lines", max(0, cov.total - ctx.max_lines))
-    lines = all_lines.filter(pl.col("line_no") <= ctx.max_lines)
-    if re.match(r'\s*\{\s*"dmesg"\s*:', head):
-        rows = _json(lines, cov)
-    else:
-        syz = bool(re.match(r"TITLE: ", head))
-        rows = _text(lines, cov, syz, ctx.max_line_bytes)
-        kernelish = rows["stamped"].any() or rows["message"].str.contains(_WORDS).any()
-        if rows.height and not kernelish:
-            raise ParseError(f"{path.name}: no kernel log timestamps and no kernel messages")
-    rows = place_on_clock(rows, ctx, cov)
-    rows = classify(rows)
-    out = TABLES["dmesg"].conform(rows).collect()
-    meta: dict[str, object] = {}
-    kernel = out["message"].str.extract(r"^Linux version (\S+)", 1).drop_nulls()
-    if len(kernel):
-        meta["kernel"] = kernel[0]
-    if (
-        out.height
-        and out["ts"].null_count() == out.height
-        and out["uptime_s"].null_count() < out.height
-    ):
-        cov.notes.append("raw uptimes only and ctx.boot_time unknown: ts is NULL")
-    return base.ParseResult(tables={"dmesg": out}, coverage=cov, meta=meta)
-
-
-def _account(cov: base.Coverage, roles: pl.Series) -> None:
-    for role, n in roles.value_counts().iter_rows():
-        if role in ("row", "cont"):
-            cov.parsed += n
-        elif role.startswith("structure:"):
-            cov.add_structure(role.removeprefix("structure:"), n)
-        else:
-            cov.add_skipped(role.removeprefix("skip:"), n)
-
-
-def _text(lines: pl.LazyFrame, cov: base.Coverage, syz: bool, max_bytes: int) -> pl.DataFrame:
-    df = tokenize_text(lines, syz, max_bytes)
-    _account(cov, df["role"])
-    df = df.filter(pl.col("role").is_in(["row", "cont"]))
-    is_cont = pl.col("role") == "cont"
-    kpri = pl.col("kpri").cast(I64, strict=False)
-    ppri = pl.col("pri").cast(I64, strict=False)
-    stamps = pl.col("stamps").fill_null("")
-    width = (pl.col("line").str.len_chars() - pl.col("msg").str.len_chars()).cast(I64)
-    df = df.with_columns(
-        is_cont.alias("is_cont"),
-        is_cont.not_().cast(I64).cum_sum().alias("rec"),
-        pl.coalesce(
-            pri_facility(kpri),
-            pri_facility(ppri),
-            pl.col("fac"),
-            pl.when(pl.col("ident") == "kernel").then(pl.lit("kern")),
-        ).alias("facility"),
-        pl.coalesce(pri_level(kpri), pri_level(ppri), pl.col("lvl")).alias("level"),
-        pl.coalesce(
-            pl.col("kextra").str.extract(r"caller=([TC]\d+)", 1),
-            stamps.str.extract(r"\[\s*([TC]\d+)\]", 1),
-        ).alias("caller"),
-        pl.col("kseq").cast(I64, strict=False).alias("seq"),
-        pl.coalesce(
-            (pl.col("kusec").cast(F64, strict=False) / 1e6).round(6),
-            stamps.str.extract(r"\[\s*(\d+\.\d+)(?:\s*<|\])", 1).cast(F64, strict=False),
-        ).alias("uptime_s"),
-        stamps.str.extract(r"<\s*(\d+\.\d+)>", 1).cast(F64, strict=False).alias("delta_s"),
-        stamps.str.extract_groups(
-            r"\[(?P<cwday>[^\s\[\]]+) +(?P<cmon>[^\s\[\]]+) +(?P<cday>\d{1,2}) "
-            r"(?P<chms>\d\d:\d\d:\d\d) (?P<cyear>\d{4})"
-        ).alias("_c"),
-        stamps.str.extract(
-            r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[,.]\d+)?(?:[+-]\d\d:?\d\d|Z))", 1
-        ).alias("iso"),
-        pl.col("kmsg").is_not_null().alias("is_kmsg"),
-        pl.when(pl.col("kmsg").is_null()).then(width).alias("_width"),
-    ).unnest("_c")
-    # Index of each line's record start: continuation lines copy fields from it (gather).
-    start = pl.when(~is_cont).then(pl.int_range(pl.len())).forward_fill().fill_null(0)
-    df = df.with_columns(start.alias("_start"))
-    w = pl.col("_width").gather(pl.col("_start"))
-    line = pl.col("line")
-    cont_msg = (
-        pl.when(line.str.slice(0, w).str.strip_chars() == "")
-        .then(line.str.slice(w))
-        .otherwise(line.str.strip_chars_start())
-    )
-    message = (
-        pl.when(is_cont)
-        .then(cont_msg)
-        .when(pl.col("kmsg").is_not_null())
-        .then(pl.col("kmsg").str.replace_all(r"\x5c", "\\", literal=True))
-        .otherwise(pl.col("msg"))
-    )
-    inherit = [
-        "facility",
-        "level",
-        "caller",
-        "seq",
-        "uptime_s",
-        "cmon",
-        "cday",
-        "chms",
-        "cyear",
-        "iso",
-        "smon",
-        "sday",
-        "shms",
-        "siso",
-        "ident",
-        "is_kmsg",
-    ]
-    df = df.with_columns(message.alias("message")).with_columns(
-        pl.col(c).gather(pl.col("_start")) for c in inherit
-    )
-    return df.with_columns(
-        pl.col("line_no").cast(I64),
-        pl.when(~pl.col("is_cont"))
-        .then(
-            pl.coalesce(
-                pl.col("kusec"), pl.col("iso"), stamps.str.extract(r"\[\s*(\d+\.\d+)(?:\s*<|\])", 1)
-            )
-        )
-        .alias("stamp_key"),
-    )
-
-
-def _json(lines: pl.LazyFrame, cov: base.Coverage) -> pl.DataFrame:
-    df = json_lines(lines)
-    field = pl.col("key").is_not_null() & ~pl.col("struct")
-    has_msg = (pl.col("key") == "msg").any().over("rec")
-    role = (
-        pl.when(pl.col("struct"))
-        .then(pl.lit("structure:json syntax"))
-        .when(field & has_msg)
-        .then(pl.lit("row"))
-        .when(field)
-        .then(pl.lit("skip:json record without msg"))
-        .when(pl.col("line").str.strip_chars() == "")
-        .then(pl.lit("structure:blank"))
-        .otherwise(pl.lit("skip:not dmesg --json syntax"))
-    )
-    df = df.with_columns(role.alias("role"))
-    _account(cov, df["role"])
-
-    def val(key: str) -> pl.Expr:
-        return pl.col("val").filter(pl.col("key") == key).first()
-
-    recs = (
-        df.filter(pl.col("role") == "row")
-        .group_by("rec", maintain_order=True)
-        .agg(
-            pl.col("line_no").filter(pl.col("key") == "msg").first().cast(I64),
-            val("pri").cast(I64, strict=False).alias("_pri"),
-            val("time").alias("_time"),
-            _json_str(val("caller")).alias("caller"),
-            _json_str(val("msg")).alias("message"),
-        )
-    )
-    time = pl.col("_time")
-    iso = _json_str(time)
-    return recs.with_columns(
-        pri_facility(pl.col("_pri")).alias("facility"),
-        pri_level(pl.col("_pri")).alias("level"),
-        time.cast(F64, strict=False).alias("uptime_s"),
-        pl.when(time.str.starts_with('"')).then(iso).alias("iso"),
-        pl.lit(False).alias("is_cont"),
-        pl.col("rec").alias("rec"),
-        pl.when(time.str.starts_with('"')).then(iso).otherwise(time).alias("stamp_key"),
-    )
-
-
-_JSON_STR = r'^"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:[0-9a-cA-CefEF][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))*"$'
-
-
-def _json_str(expr: pl.Expr) -> pl.Expr:
-    """Decode a JSON string literal; anything else (hostile input) is kept as printed."""
-    valid = expr.str.contains(_JSON_STR)
-    return pl.coalesce(pl.when(valid).then(expr).str.json_decode(S), expr)
+    is_json = re.match(r'\s*\{\s*"dmesg"\s*:', head) is not None
+    syz = not is_json and re.match(r"TITLE: ", head) is not None
+    log = _dmesg_stream.Log(TABLES["dmesg"], is_json, syz, _WORDS)
+    return _dmesg_stream.parse(path, ctx, log)
