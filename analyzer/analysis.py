@@ -37,6 +37,7 @@ class Analysis:
     chains: list[Chain]  # in rank order; members index ``findings``
     not_evaluated: list[NotEvaluated]
     status: list[dict[str, Any]] = field(default_factory=list)
+    bundle_changes: dict[str, Any] = field(default_factory=dict)  # columns of `bundle` set
 
     def finding_dicts(self) -> list[dict[str, Any]]:
         """Findings as plain dicts (the JSON output's ``findings``)."""
@@ -93,7 +94,9 @@ def analyse(store: Any, *, debug: bool = False) -> Analysis:
     """Run stages 5–7 on ``store`` (an `analyzer.store.Store`) and write their tables."""
     con = store.con
     facts = _facts(con)
-    sig = signals.build(con, facts.get("start"), facts.get("end"), facts.get("cpus"))
+    notes: list[str] = []
+    sig = signals.build(con, facts.get("start"), facts.get("end"), facts.get("cpus"), notes)
+    changes = _window_changes(con, notes)
     ctx = Context(
         con=con,
         signals=sig,
@@ -135,9 +138,23 @@ def analyse(store: Any, *, debug: bool = False) -> Analysis:
     _gap_caveats(found)
     ranked = _rank(found)
     chains = correlate(ranked)
-    analysis = Analysis(ranked, chains, skipped, status)
+    analysis = Analysis(ranked, chains, skipped, status, changes)
     _write(store, analysis)
     return analysis
+
+
+def _window_changes(con: Any, notes: list[str]) -> dict[str, Any]:
+    """When the data's span replaced the manifest's window (`signals.build` notes), the
+    ``bundle`` row says so: the note appended, start/end set to the analysed span."""
+    if not notes:
+        return {}
+    con.sql(
+        "UPDATE bundle SET notes = concat_ws(chr(10), nullif(notes, ''), $note), "
+        "start_utc = (SELECT min(ts) FROM signals), end_utc = (SELECT max(ts) FROM signals)",
+        params={"note": "\n".join(notes)},
+    )
+    notes_, start, end = con.sql("SELECT notes, start_utc, end_utc FROM bundle").fetchall()[0]
+    return {"notes": notes_, "start_utc": start, "end_utc": end}
 
 
 def _rank(found: list[Finding]) -> list[Finding]:

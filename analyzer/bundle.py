@@ -9,6 +9,12 @@ temporary directory and is safe member by member:
   duplicate names are refused;
 - caps on member count, bytes per member, total bytes and compression ratio (`Limits`).
 
+Names are names (analyzer/names.py): ``BundleFile.rel`` is the member's name in its
+display form (bytes that are not UTF-8 as ``\\xNN``, control and bidi characters
+escaped), the one form every table, report and JSON shows; files are opened by exact path
+(never a pattern). A directory's file that cannot be read, or a sub-directory that cannot
+be listed, is refused with the operating system's reason; the rest still loads.
+
 A refused member is recorded in ``Bundle.refused`` with its reason and the rest still
 loads; ``strict=True`` turns the first refusal into a `BundleError`. A truncated archive
 yields every member that was complete. Whole-bundle failures raise `BundleError`.
@@ -27,7 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
+from analyzer.cleanup import register_cleanup, unregister_cleanup
 from analyzer.errors import BundleError
+from analyzer.names import display_name
 
 try:  # ISA-L gzip: several times faster than zlib; optional.
     from isal import igzip as _gzip
@@ -92,7 +100,14 @@ class Bundle:
     def close(self) -> None:
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
+            unregister_cleanup(self.workdir)
             self.workdir = None
+
+    def scratch(self) -> Path:
+        """The bundle's private temporary directory (made on first use for a directory)."""
+        if self.workdir is None:
+            self.workdir = register_cleanup(Path(tempfile.mkdtemp(prefix="hindsight-")))
+        return self.workdir
 
     def __enter__(self) -> Bundle:
         return self
@@ -102,8 +117,9 @@ class Bundle:
 
 
 def bundle_name(source: Path) -> str:
-    """`/x/hindsight-gpu01.tgz` -> `hindsight-gpu01` (also .tar.gz, .tar, directories)."""
-    name = source.name.rstrip("/") or "bundle"
+    """`/x/hindsight-gpu01.tgz` -> `hindsight-gpu01` (also .tar.gz, .tar, directories),
+    in its display form (`analyzer.names.display_name`)."""
+    name = display_name(source.name.rstrip("/")) or "bundle"
     for suffix in (".tar.gz", ".tgz", ".tar"):
         if name.lower().endswith(suffix):
             return name[: -len(suffix)] or "bundle"
@@ -143,7 +159,7 @@ def open_bundle(
         kind = _archive_kind(magic)
     except BundleError as e:
         raise BundleError(f"{source}: {e}") from None
-    workdir = Path(tempfile.mkdtemp(prefix="hindsight-", dir=tmp_parent))
+    workdir = register_cleanup(Path(tempfile.mkdtemp(prefix="hindsight-", dir=tmp_parent)))
     bundle = Bundle(
         name=bundle_name(source), source=source, root=workdir, files=[], workdir=workdir
     )
@@ -305,9 +321,10 @@ def _extract(
     members = 0
 
     def refuse(name: str, reason: str) -> None:
+        shown = display_name(name)
         if strict:
-            raise BundleError(f"refused member {name!r}: {reason} (--strict)")
-        bundle.refused.append((name, reason))
+            raise BundleError(f"refused member {shown!r}: {reason} (--strict)")
+        bundle.refused.append((shown, reason))
 
     try:
         for member in tar:
@@ -322,6 +339,7 @@ def _extract(
             if why:
                 refuse(name, why)
                 continue
+            rel = display_name(rel)  # also its name on disk: UTF-8, no control character
             if not member.isreg():
                 refuse(name, _member_type(member))
                 continue
@@ -455,24 +473,29 @@ def _member_type(member: tarfile.TarInfo) -> str:
 
 
 def _open_directory(source: Path, limits: Limits, strict: bool) -> Bundle:
-    """A directory is read in place; symlinks and special files in it are refused."""
+    """A directory is read in place; symlinks and special files in it are refused, and so
+    are files that cannot be read and sub-directories that cannot be listed (with the OS
+    reason). A file whose path is not valid UTF-8 is read through a private link or copy
+    under its display name (the readers take text paths)."""
     bundle = Bundle(name=bundle_name(source.resolve()), source=source, root=source, files=[])
     count = total = 0
-    for dirpath, dirnames, filenames in os.walk(source, followlinks=False):
+
+    def unlistable(e: OSError) -> None:
+        where = Path(e.filename or source)
+        rel = where.relative_to(source).as_posix() if where != source else "."
+        _refuse_dir(bundle, strict, display_name(rel), f"cannot list: {e.strerror}")
+
+    for dirpath, dirnames, filenames in os.walk(source, followlinks=False, onerror=unlistable):
         here = Path(dirpath)
         for d in list(dirnames):
             if (here / d).is_symlink():
                 dirnames.remove(d)
-                _refuse_dir(
-                    bundle,
-                    strict,
-                    (here / d).relative_to(source).as_posix(),
-                    "symbolic link refused",
-                )
+                rel = display_name((here / d).relative_to(source).as_posix())
+                _refuse_dir(bundle, strict, rel, "symbolic link refused")
         dirnames.sort()
         for fname in sorted(filenames):
             path = here / fname
-            rel = path.relative_to(source).as_posix()
+            rel = display_name(path.relative_to(source).as_posix())
             count += 1
             if count > limits.max_members:
                 _refuse_dir(
@@ -488,6 +511,10 @@ def _open_directory(source: Path, limits: Limits, strict: bool) -> Bundle:
             if not path.is_file():
                 _refuse_dir(bundle, strict, rel, "not a regular file")
                 continue
+            why = _unreadable(path)
+            if why:
+                _refuse_dir(bundle, strict, rel, why)
+                continue
             size = path.stat().st_size
             if size > limits.max_member_bytes:
                 _refuse_dir(
@@ -499,10 +526,43 @@ def _open_directory(source: Path, limits: Limits, strict: bool) -> Bundle:
                 _refuse_dir(bundle, strict, rel, why)
                 continue
             total += size
+            if not _is_text_path(path):
+                path = _text_path_copy(bundle, path, rel)
             bundle.files.append(BundleFile(rel=rel, path=path, size=size))
     if not bundle.files and not bundle.refused:
-        raise BundleError(f"{source}: empty directory, not a bundle")
+        raise BundleError(f"{display_name(str(source))}: empty directory, not a bundle")
     return bundle
+
+
+def _unreadable(path: Path) -> str | None:
+    """The OS reason why ``path`` cannot be opened for reading, or None."""
+    try:
+        fd = os.open(
+            path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        )
+    except OSError as e:
+        return f"cannot read: {e.strerror}"
+    os.close(fd)
+    return None
+
+
+def _is_text_path(path: Path) -> bool:
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:  # surrogateescape bytes: not UTF-8
+        return False
+    return True
+
+
+def _text_path_copy(bundle: Bundle, path: Path, rel: str) -> Path:
+    """``path`` reachable under a UTF-8 name in the bundle's scratch directory."""
+    target = bundle.scratch() / "names" / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(path, target)
+    except OSError:
+        shutil.copyfile(path, target)
+    return target
 
 
 def _refuse_dir(bundle: Bundle, strict: bool, rel: str, reason: str) -> None:

@@ -2,13 +2,12 @@
 
 Exit codes: 0 success, 1 internal error (short message; ``--debug`` shows the
 traceback), 2 unusable input (one clear line on stderr), 3 a finding at or above
-``--fail-on`` exists.
+``--fail-on`` exists, 130 / 143 interrupted by SIGINT / SIGTERM (`analyzer.cleanup`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from enum import StrEnum
@@ -63,13 +62,13 @@ def _fail(message: str, code: int) -> None:
     raise typer.Exit(code)
 
 
-_UNSAFE_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
 def one_line(text: str, limit: int = 1000) -> str:
     """Text from a bundle made safe for a terminal: control characters (newlines, ANSI
-    escapes, bidi overrides) shown as ``\\xNN``/``\\uNNNN``, at most ``limit`` characters."""
-    text = _UNSAFE_CHARS.sub(lambda m: ascii(m.group())[1:-1], str(text))
+    escapes, bidi overrides) and bytes that are not UTF-8 shown as ``\\xNN``/``\\uNNNN``
+    (`analyzer.names.escape_text`), at most ``limit`` characters."""
+    from analyzer.names import escape_text
+
+    text = escape_text(str(text))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -183,6 +182,12 @@ def analyze(
             help="exit 3 when a finding at or above this severity exists (for automation)",
         ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="let --db replace a file that is not a database Hindsight wrote"
+        ),
+    ] = False,
 ) -> None:
     from analyzer.bundle import bundle_name
     from analyzer.pipeline import Options, run
@@ -201,7 +206,12 @@ def analyze(
     options = Options(
         report=report, db=db, json_path=json_out, strict=strict, debug=debug, progress=progress
     )
-    options.markdown, options.role = md_out, role.value
+    options.markdown, options.role, options.force = md_out, role.value, force
+    to_stdout = [
+        n for n, p in (("-o", output), ("--json", json_out), ("--md", md_out)) if str(p) == "-"
+    ]
+    if len(to_stdout) > 1:
+        _fail(f"only one output can go to stdout ('-'), not {' and '.join(to_stdout)}", EXIT_INPUT)
     options.limits = _limits(
         max_members=max_members,
         max_member_bytes=max_file_mb,
@@ -219,6 +229,7 @@ def analyze(
             redaction = redact_for_analysis(bundle, redact_pattern or [], options.limits)
         except HindsightError as e:
             _fail(str(e), EXIT_INPUT)
+        options.inputs = [bundle]  # the original: no output may overwrite it either
         bundle = redaction.output
         options.report = report = output or Path.cwd() / f"{redaction.name}.report.html"
     try:
@@ -227,10 +238,14 @@ def analyze(
         finally:
             if progress is not None:
                 progress.close()
+            if redaction is not None:  # the redacted copy: analysed, no longer needed
+                from analyzer.cleanup import remove
+
+                remove(redaction.output.parent)
     except HindsightError as e:
         _fail(str(e), EXIT_INPUT)
     except KeyboardInterrupt:
-        _fail("interrupted", 130)
+        _fail("interrupted (SIGINT)", 130)
     except Exception as e:
         if debug:
             raise
@@ -241,11 +256,15 @@ def analyze(
     for name, reason in result_refusals(result):
         typer.echo(f"hindsight: refused {one_line(name, 300)}: {one_line(reason)}", err=True)
     if redaction is not None:
-        redaction.write_mapping(report.with_name(report.name + MAP_SUFFIX))
+        try:
+            redaction.write_mapping(report.with_name(report.name + MAP_SUFFIX))
+        except HindsightError as e:
+            _fail(str(e), EXIT_INPUT)
         if not quiet:
             typer.echo(f"hindsight: redaction mapping (private): {redaction.mapping}", err=True)
-    if not quiet:
-        typer.echo("\n".join(map(one_line, format_summary(result).splitlines())))
+    if not quiet:  # stdout carries only the document when --json/--md write there
+        summary = "\n".join(map(one_line, format_summary(result).splitlines()))
+        typer.echo(summary, err=bool(to_stdout))
     if fail_on is not None and any(
         SEVERITY_RANK.get(str(f.get("severity")), -1) >= SEVERITY_RANK[fail_on.value]
         for f in result.findings
@@ -286,15 +305,15 @@ def redact_command(
     """
     from analyzer.redact import default_mapping_path, redact_bundle
 
-    try:
-        result = redact_bundle(
+    result = _guarded(
+        lambda: redact_bundle(
             bundle,
             output,
             patterns=redact_pattern or [],
             mapping=mapping or default_mapping_path(output),
-        )
-    except HindsightError as e:
-        _fail(str(e), EXIT_INPUT)
+        ),
+        False,
+    )
     if not quiet:
         typer.echo("\n".join(map(one_line, result.summary().splitlines())), err=True)
 
@@ -352,10 +371,17 @@ def _guarded(call, debug: bool):
     except HindsightError as e:
         _fail(str(e), EXIT_INPUT)
     except KeyboardInterrupt:
-        _fail("interrupted", 130)
+        _fail("interrupted (SIGINT)", 130)
     except Exception as e:
         if debug:
             raise
+        if type(e).__name__ == "PermissionException":  # duckdb's, from a sealed connection
+            first = str(e).splitlines()[0][:300]
+            _fail(
+                f"refused: the SQL or a view of the database reads or writes a file ({first}); "
+                "rerun with --allow-file-access to allow it (docs/security.md)",
+                EXIT_INPUT,
+            )
         _fail(
             f"internal error: {type(e).__name__}: {str(e)[:300]} (rerun with --debug)",
             EXIT_INTERNAL,
@@ -500,9 +526,10 @@ def diff_command(
         ),
         debug,
     )
-    if not quiet:
-        typer.echo("\n".join(map(one_line, summary(result).splitlines())))
-        typer.echo(f"report: {html}")
+    if not quiet:  # stdout carries only the document when --md/--json write there
+        err = "-" in (str(md), str(json_out))
+        typer.echo("\n".join(map(one_line, summary(result).splitlines())), err=err)
+        typer.echo(f"report: {html}", err=err)
 
 
 @app.command("fleet")
@@ -564,13 +591,14 @@ def fleet_command(
     )
     result = _guarded(lambda: run_fleet(list(bundles), opts), debug)
     if not quiet:
-        typer.echo(one_line(headline(result)))
+        err = str(json_out) == "-"  # stdout carries only the JSON then
+        typer.echo(one_line(headline(result)), err=err)
         for f in result.failed:
             typer.echo(
                 f"hindsight: not analysed: {one_line(f['source'], 300)}: {one_line(f['error'] or '')}",
                 err=True,
             )
-        typer.echo(f"report: {output}  dataset: {result.dataset}")
+        typer.echo(f"report: {output}  dataset: {result.dataset}", err=err)
 
 
 @app.command("synth")
@@ -638,9 +666,23 @@ def version() -> None:
     typer.echo(__version__)
 
 
+#: Commands that write files or scratch space: interrupted, they clean up first.
+PROTECTED = {"analyze", "redact", "query", "export", "diff", "fleet", "synth"}
+
+
+def _protect() -> None:
+    """SIGINT/SIGTERM stop at once, leaving nothing behind (`analyzer.cleanup`)."""
+    from analyzer.cleanup import install_signal_handlers, use_private_tempdir
+
+    use_private_tempdir()
+    install_signal_handlers()
+
+
 def main() -> None:
     """Console script `hindsight`."""
     os.environ.setdefault("POLARS_MAX_THREADS", str(os.cpu_count() or 2))
+    if len(sys.argv) > 1 and sys.argv[1] in PROTECTED:  # not `capture`: its script cleans up
+        _protect()
     app()
 
 
@@ -650,4 +692,5 @@ analyze_app.command(help=ANALYZE_HELP)(analyze)
 
 def analyze_main() -> None:
     """Console script `analyze` = `hindsight analyze`."""
+    _protect()
     analyze_app()

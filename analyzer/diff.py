@@ -36,6 +36,7 @@ import polars as pl
 from analyzer.diff_config import compare_config, compare_findings
 from analyzer.diff_hist import QUANTILES, compare_histograms
 from analyzer.errors import HindsightError
+from analyzer.outputs import Outputs, emit
 from analyzer.query import FLEET_MARKER, open_source
 
 JSON_SCHEMA_VERSION = 1
@@ -123,26 +124,34 @@ def run_diff(
             raise HindsightError(
                 f"{side}: a fleet dataset holds many hosts; diff compares two captures"
             )
-    with contextlib.ExitStack() as stack:
-        say(f"analysing {before}")
-        opened = {"progress": progress, "debug": debug, "allow_file_access": allow_file_access}
-        cb = stack.enter_context(open_source(Path(before), **opened))
-        say(f"analysing {after}")
-        ca = stack.enter_context(open_source(Path(after), **opened))
-        result = compare(cb, ca, str(before), str(after))
-    if html is not None:
-        from reports.diff_html import render_diff_html
+    stdout: list[str] = []
+    with Outputs([Path(before), Path(after)]) as out:  # claimed now, renamed in together
+        temp = {
+            "html": out.add(html, "diff page"),
+            "md": out.add(md, "Markdown"),
+            "json": out.add(json_path, "JSON"),
+        }
+        with contextlib.ExitStack() as stack:
+            say(f"analysing {before}")
+            opened = {"progress": progress, "debug": debug, "allow_file_access": allow_file_access}
+            cb = stack.enter_context(open_source(Path(before), **opened))
+            say(f"analysing {after}")
+            ca = stack.enter_context(open_source(Path(after), **opened))
+            result = compare(cb, ca, str(before), str(after))
+        if html is not None:
+            from reports.diff_html import diff_html_text
 
-        render_diff_html(result, html)
-    if md is not None:
-        from analyzer.diff_text import markdown
+            emit(temp["html"], diff_html_text(result), stdout)
+        if md is not None:
+            from analyzer.diff_text import markdown
 
-        _write(md, markdown(result))
-    if json_path is not None:
-        _write(
-            json_path,
-            json.dumps(to_dict(result), default=_json_default, indent=2, sort_keys=True) + "\n",
-        )
+            emit(temp["md"], markdown(result), stdout)
+        if json_path is not None:
+            doc = json.dumps(to_dict(result), default=_json_default, indent=2, sort_keys=True)
+            emit(temp["json"], doc + "\n", stdout)
+        out.commit()
+    for text in stdout:
+        sys.stdout.write(text)
     return result
 
 
@@ -338,13 +347,6 @@ def to_dict(r: DiffResult) -> dict[str, Any]:
         "config": r.config,
         "notes": r.notes,
     }
-
-
-def _write(path: Path, text: str) -> None:
-    if str(path) == "-":
-        sys.stdout.write(text)
-    else:
-        Path(path).write_text(text, encoding="utf-8")
 
 
 def _json_default(value: object) -> object:

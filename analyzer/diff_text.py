@@ -11,9 +11,9 @@ import re
 from typing import Any
 
 from analyzer.diff import DiffResult
+from analyzer.names import UNSAFE
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|<>#])")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def md_escape(value: Any) -> str:
@@ -23,7 +23,7 @@ def md_escape(value: Any) -> str:
     'a\\\\|b\\\\<script\\\\>\\\\`x\\\\` '
     """
     text = "" if value is None else str(value)
-    text = _CONTROL.sub(" ", text)
+    text = UNSAFE.sub(" ", text)
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 

@@ -33,6 +33,7 @@ import duckdb
 from analyzer.errors import HindsightError
 from analyzer.fleet_dataset import build_dataset, expand_inputs, read_marker
 from analyzer.fleet_detect import Outlier, detect, rank_hosts
+from analyzer.outputs import Outputs, emit, write_text
 from analyzer.query import FLEET_MARKER, attach_fleet_views
 from analyzer.sql import connect_sealed
 
@@ -69,10 +70,33 @@ def default_jobs() -> int:
 
 
 def run_fleet(inputs: list[str | Path], options: FleetOptions) -> FleetResult:
-    """Build (or reuse) the fleet dataset for ``inputs`` and analyse it."""
+    """Build (or reuse) the fleet dataset for ``inputs``, analyse it, write the report and
+    JSON (claimed first, renamed into place together at the end: `analyzer.outputs`)."""
     say = options.progress or (lambda _m: None)
+    stdout: list[str] = []
+    with Outputs([Path(i) for i in inputs]) as out:
+        html = out.add(options.output, "fleet report")
+        js = out.add(options.json_path, "JSON")
+        result = _analyse(inputs, options, say, out)
+        if options.output is not None:
+            say("rendering fleet report")
+            from reports.fleet_html import fleet_html_text
+
+            emit(html, fleet_html_text(result, options.output), stdout)
+        if options.json_path is not None:
+            emit(js, json_text(result), stdout)
+        out.commit()
+    for text in stdout:
+        sys.stdout.write(text)
+    return result
+
+
+def _analyse(
+    inputs: list[str | Path], options: FleetOptions, say: Callable[[str], None], outputs: Outputs
+) -> FleetResult:
+    """The fleet result; a new dataset is built beside its path (``outputs`` swaps it in)."""
     if len(inputs) == 1 and (Path(inputs[0]) / FLEET_MARKER).is_file():
-        dataset = Path(inputs[0])
+        dataset = built = Path(inputs[0])
         loads = read_marker(dataset)
     else:
         dataset = options.dataset or _default_dataset(options.output)
@@ -84,9 +108,10 @@ def run_fleet(inputs: list[str | Path], options: FleetOptions) -> FleetResult:
         if not sources:
             raise HindsightError("no bundle given (only the fleet's own outputs matched)")
         say(f"loading {len(sources)} bundles into {dataset}")
+        built = outputs.add_dir(dataset, "fleet dataset", FLEET_MARKER)
         loads = build_dataset(
             sources,
-            dataset,
+            built,
             jobs=options.jobs or default_jobs(),
             reports_dir=reports,
             debug=options.debug,
@@ -104,7 +129,7 @@ def run_fleet(inputs: list[str | Path], options: FleetOptions) -> FleetResult:
     say("comparing hosts")
     con = connect_sealed(None)
     try:
-        views = attach_fleet_views(con, dataset)
+        views = attach_fleet_views(con, built)
         if "signals" not in views or "bundle" not in views:
             raise HindsightError(f"{dataset}: the dataset has no signals or bundle table")
         found = detect(con)
@@ -125,15 +150,7 @@ def run_fleet(inputs: list[str | Path], options: FleetOptions) -> FleetResult:
         heat = heat_strips(con, order, found["outliers"], found["metrics"], span)
     finally:
         con.close()
-    result = FleetResult(dataset, ranked, found["outliers"], found["metrics"], failed, span, heat)
-    if options.output is not None:
-        say("rendering fleet report")
-        from reports.fleet_html import render_fleet_html
-
-        render_fleet_html(result, options.output)
-    if options.json_path is not None:
-        write_json(result, options.json_path)
-    return result
+    return FleetResult(dataset, ranked, found["outliers"], found["metrics"], failed, span, heat)
 
 
 def _default_dataset(output: Path | None) -> Path:
@@ -291,11 +308,16 @@ def _outlier_dict(o: Outlier) -> dict[str, Any]:
 
 
 def write_json(result: FleetResult, path: Path) -> None:
-    text = json.dumps(to_dict(result), default=_json_default, indent=2, sort_keys=True) + "\n"
+    """Write `json_text` to ``path`` atomically (``-``: stdout)."""
     if str(path) == "-":
-        sys.stdout.write(text)
+        sys.stdout.write(json_text(result))
     else:
-        path.write_text(text, encoding="utf-8")
+        write_text(path, json_text(result), "JSON")
+
+
+def json_text(result: FleetResult) -> str:
+    """The fleet result as the JSON document (docs/multi.md)."""
+    return json.dumps(to_dict(result), default=_json_default, indent=2, sort_keys=True) + "\n"
 
 
 def _json_default(value: object) -> object:

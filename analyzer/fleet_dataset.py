@@ -30,6 +30,7 @@ import json
 import multiprocessing
 import re
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from analyzer import __version__
+from analyzer.cleanup import signal_handlers_installed
 from analyzer.errors import HindsightError
 from analyzer.query import EXPORT_MARKER, FLEET_MARKER, prepare_output_dir
 
@@ -238,7 +240,12 @@ def build_dataset(
                 loads.append(_load_one(*a))
         else:
             ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=min(jobs, len(args)), mp_context=ctx) as pool:
+            # Ctrl-C reaches the workers too: only the command answers it (analyzer.cleanup
+            # stops them and removes their scratch space, all under its TMPDIR)
+            quiet = {"initializer": signal.signal, "initargs": (signal.SIGINT, signal.SIG_IGN)}
+            quiet = quiet if signal_handlers_installed() else {}
+            workers = min(jobs, len(args))
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, **quiet) as pool:
                 futures = [pool.submit(_load_one, *a) for a in args]
                 for f in futures:
                     loads.append(f.result())

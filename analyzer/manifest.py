@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from analyzer.names import display_name
+
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 SUPPORTED_FORMAT_VERSIONS = (1,)
 # Sanity window for capture times: before 2000 or far in the future is not a real capture.
@@ -74,11 +76,12 @@ class Manifest:
 
 
 def bundle_path(output: str) -> str:
-    """A manifest ``output`` as a bundle-relative path: leading ``./`` removed, nothing
-    else (``lstrip("./")`` would turn ``../../etc/passwd`` into ``etc/passwd``)."""
+    """A manifest ``output`` as a bundle-relative path in its display form (as
+    `analyzer.bundle.BundleFile.rel`): leading ``./`` removed, nothing else
+    (``lstrip("./")`` would turn ``../../etc/passwd`` into ``etc/passwd``)."""
     while output.startswith("./"):
         output = output[2:]
-    return output
+    return display_name(output)
 
 
 def load_manifest(path: Path | None) -> Manifest:
@@ -261,7 +264,7 @@ def _fill_marks(m: Manifest, d: dict[str, Any]) -> None:
     hist = d.get("history")
     if isinstance(hist, dict) and isinstance(hist.get("files"), list):
         m.history_files = [
-            f.lstrip("./")[:1000] for f in hist["files"][:1000] if isinstance(f, str)
+            bundle_path(f)[:1000] for f in hist["files"][:1000] if isinstance(f, str)
         ]
     trig = d.get("trigger")
     if isinstance(trig, dict):

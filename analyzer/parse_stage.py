@@ -246,6 +246,7 @@ def _parse_one(
         }
         return
     cov = result.coverage
+    _count_implausible(cov, store.dropped(item.file.rel))
     metas.append(dict(result.meta))
     row |= _coverage_fields(cov)
     row["tables"] = ",".join(written)
@@ -258,6 +259,16 @@ def _parse_one(
         row.setdefault("reason", "no data line could be parsed")
     else:
         row["status"] = "partial" if cov.n_skipped else "parsed"
+
+
+def _count_implausible(cov: Coverage, dropped: dict[str, int]) -> None:
+    """Rows the store refused for their stamp (`analyzer.store.TS_RANGE`) become skipped
+    lines of their file (one row per data line; never more than were parsed)."""
+    for name, n in sorted(dropped.items()):
+        moved = min(n, cov.parsed)
+        cov.parsed -= moved
+        cov.add_skipped("timestamp outside 1970-01-01..2099-12-31 UTC", moved)
+        cov.notes.append(f"{n} row(s) of {name} dropped: timestamp outside 1970–2099 UTC")
 
 
 def is_history(rel: str, manifest: Manifest) -> bool:

@@ -17,9 +17,10 @@ from typing import Any
 
 from analyzer import __version__
 from analyzer.bundle import Bundle, Limits, open_bundle
-from analyzer.errors import HindsightError
 from analyzer.malloc_tune import keep_big_blocks
 from analyzer.manifest import Manifest, bundle_path
+from analyzer.names import fs_text
+from analyzer.outputs import Outputs, emit, write_text
 from analyzer.parse_stage import ParseStage, is_history
 from analyzer.parsers.base import remove_scratch
 from analyzer.sniff import identify_all
@@ -43,6 +44,8 @@ class Options:
     progress: Callable[[str], None] | None = None
     markdown: Path | None = None  # --md: Markdown summary for a ticket ('-' = stdout)
     role: str = "auto"  # --role: training | inference | auto (configuration audit)
+    force: bool = False  # --force: --db may replace a file Hindsight did not write
+    inputs: list[Path] = field(default_factory=list)  # more inputs no output may overwrite
 
 
 @dataclass
@@ -60,17 +63,48 @@ class Result:
 
 
 def run(source: Path, options: Options) -> Result:
-    """Analyse the bundle at ``source`` (archive or directory)."""
+    """Analyse the bundle at ``source`` (archive or directory).
+
+    Every output is claimed first and written at a temporary name; all are renamed into
+    place together once the analysis succeeded (`analyzer.outputs`).
+    """
+    with Outputs([source, *options.inputs], force=options.force) as out:
+        temp = _claim_outputs(out, options)
+        result, texts = _analyse(source, options, temp, out.own_files())
+        out.commit()
+    for text in texts:  # '-': stdout gets only the document, once everything is in place
+        sys.stdout.write(text)
+    return result
+
+
+def _claim_outputs(out: Outputs, options: Options) -> dict[str, Path | None]:
+    """Fail before the work, with a clear message, when an output cannot be written;
+    the temporary path of each output (None: not written, or stdout)."""
+    return {
+        "database": out.add(options.db, "database", database=True),
+        "report": out.add(options.report, "report"),
+        "JSON": out.add(options.json_path, "JSON"),
+        "Markdown": out.add(options.markdown, "Markdown"),
+    }
+
+
+def _analyse(
+    source: Path, options: Options, temp: dict[str, Path | None], own: set[Path]
+) -> tuple[Result, list[str]]:
+    """The analysis, its files written at their ``temp`` paths; the text for stdout.
+    ``own``: our lock and temporary files, not part of a bundle directory they lie in."""
     say = options.progress or (lambda _msg: None)
-    _check_outputs(options)
     keep_big_blocks()  # parsers free and reallocate 8-16 MiB blocks per chunk
     say("opening bundle")
-    stage = ParseStage(lambda: Store(options.db), options, say)
+    stage = ParseStage(lambda: Store(temp["database"]), options, say)
+    stdout: list[str] = []
     try:
         # data files are parsed while the rest of the archive is read (parse_stage.py)
         with open_bundle(
             source, limits=options.limits, strict=options.strict, on_file=stage.offer
         ) as bundle:
+            if bundle.workdir is None and own:  # a directory: outputs may be inside it
+                bundle.files = [f for f in bundle.files if f.path.resolve() not in own]
             files = {f.rel: f for f in bundle.files}
             manifest = stage.manifest(
                 files["manifest.json"].path if "manifest.json" in files else None
@@ -88,39 +122,27 @@ def run(source: Path, options: Options) -> Result:
             from analyzer.analysis import analyse
 
             analysis = analyse(store, debug=options.debug)
+            bundle_row |= analysis.bundle_changes  # e.g. the data's span won (signals.py)
             findings = analysis.finding_dicts()
             if options.report is not None:
                 say("rendering report")
-                from reports.html import render_html
+                from reports.html import render_string
 
-                render_html(store.con, options.report, role=options.role)
+                emit(temp["report"], render_string(store.con, role=options.role), stdout)
             if options.markdown is not None:
-                from reports.markdown import write_markdown
+                from reports.markdown import render_markdown
 
                 name = options.report.name if options.report is not None else None
-                write_markdown(store.con, options.markdown, role=options.role, report_name=name)
+                text = render_markdown(store.con, role=options.role, report_name=name)
+                emit(temp["Markdown"], text, stdout)
             result = Result(bundle_row, rows, tables, findings, options.report, options.db)
             result.chains, result.detectors = analysis.chain_dicts(), analysis.status
             if options.json_path is not None:
-                write_json(result, options.json_path)
-            return result
+                emit(temp["JSON"], json_text(result), stdout)
     finally:
         stage.close()
         remove_scratch()
-
-
-def _check_outputs(options: Options) -> None:
-    """Fail before the work, with a clear message, when an output cannot be written."""
-    outputs = {"report": options.report, "database": options.db, "JSON": options.json_path}
-    outputs["Markdown"] = getattr(options, "markdown", None)
-    for what, path in outputs.items():
-        if path is None or str(path) == "-":
-            continue
-        parent = next((q for q in Path(path).absolute().parents if q.exists()), None)
-        if Path(path).is_dir():
-            raise HindsightError(f"cannot write the {what} to {path}: it is a directory")
-        if parent is not None and not parent.is_dir():
-            raise HindsightError(f"cannot write the {what} to {path}: {parent} is not a directory")
+    return result, stdout
 
 
 def _refused_rows(bundle: Bundle) -> list[dict[str, Any]]:
@@ -168,7 +190,7 @@ def _bundle_row(
         start, end = start or seen[0], end or seen[1]
     return {
         "name": bundle.name,
-        "source_path": str(bundle.source),
+        "source_path": fs_text(bundle.source),
         "host": manifest.hostname or meta("host"),
         "kernel": manifest.kernel or meta("kernel"),
         "os": manifest.os,
@@ -248,6 +270,14 @@ def _frame(rows: list[dict[str, Any]]):
 
 
 def write_json(result: Result, path: Path) -> None:
+    """Write `json_text` to ``path`` atomically (``-``: stdout)."""
+    if str(path) == "-":
+        sys.stdout.write(json_text(result))
+    else:
+        write_text(path, json_text(result), "JSON")
+
+
+def json_text(result: Result) -> str:
     """The machine-readable result (versioned; schema in docs/json-output.md)."""
     doc = {
         "schema_version": JSON_SCHEMA_VERSION,
@@ -262,11 +292,7 @@ def write_json(result: Result, path: Path) -> None:
         "collectors": result.collectors,
         "tables": result.tables,
     }
-    text = json.dumps(doc, default=_json_default, indent=2, sort_keys=True)
-    if str(path) == "-":
-        sys.stdout.write(text + "\n")
-    else:
-        path.write_text(text + "\n", encoding="utf-8")
+    return json.dumps(doc, default=_json_default, indent=2, sort_keys=True) + "\n"
 
 
 def _json_default(value: object) -> object:

@@ -40,6 +40,7 @@ import polars as pl
 
 from analyzer import __version__
 from analyzer.errors import HindsightError
+from analyzer.outputs import Outputs, replacing, write_text
 from analyzer.sql import connect_sealed, ident
 
 FORMATS = ("table", "csv", "json", "parquet")
@@ -232,7 +233,8 @@ def write_result(frame: pl.DataFrame, fmt: str, out: IO[str] | Path | None) -> N
     if fmt == "parquet":
         if not isinstance(out, Path):
             raise QueryError("--format parquet needs an output file (-o FILE.parquet)")
-        frame.write_parquet(out, compression="zstd")
+        with replacing(out, "query result") as tmp:  # whole or not at all (outputs.py)
+            frame.write_parquet(tmp, compression="zstd")
         return
     if fmt == "table":
         text = format_table(frame)
@@ -241,7 +243,7 @@ def write_result(frame: pl.DataFrame, fmt: str, out: IO[str] | Path | None) -> N
     else:
         text = _json_text(frame)
     if isinstance(out, Path):
-        out.write_text(text, encoding="utf-8")
+        write_text(out, text, "query result")
     else:
         (out or sys.stdout).write(text)
 
@@ -332,16 +334,18 @@ def export(
 ) -> dict[str, int]:
     """Write every table of ``source`` as ``out_dir/<table>.parquet``; return rows per table.
 
-    ``out_dir`` must be absent, empty, or an earlier export (its Parquet files are replaced).
+    ``out_dir`` must be absent, empty, or an earlier export, which is replaced as a whole
+    once the new one is complete (a failed export leaves it as it was).
     ``allow_file_access`` as in `open_source`.
     """
-    out_dir = Path(out_dir)
-    prepare_output_dir(out_dir, EXPORT_MARKER)
     opened = {"progress": progress, "debug": debug, "allow_file_access": allow_file_access}
-    with open_source(source, **opened) as con:
-        counts = export_tables(con, out_dir)
-    doc = {"format": "hindsight-export", "analyzer_version": __version__, "tables": counts}
-    (out_dir / EXPORT_MARKER).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    with Outputs([source]) as out:  # built beside out_dir, swapped in when complete
+        tmp = out.add_dir(Path(out_dir), "export", EXPORT_MARKER)
+        with open_source(source, **opened) as con:
+            counts = export_tables(con, tmp)
+        doc = {"format": "hindsight-export", "analyzer_version": __version__, "tables": counts}
+        (tmp / EXPORT_MARKER).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        out.commit()
     return counts
 
 

@@ -21,7 +21,6 @@ to check it: docs/redaction.md.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import re
@@ -37,7 +36,9 @@ from typing import IO, Any
 from analyzer._redact_discover import discover
 from analyzer._redact_rules import Redactor
 from analyzer.bundle import BundleFile, Limits, open_bundle
+from analyzer.cleanup import register_cleanup, remove
 from analyzer.errors import HindsightError
+from analyzer.outputs import replacing
 
 try:  # ISA-L gzip compresses several times faster than zlib; optional.
     from isal import igzip as _gzip
@@ -87,12 +88,11 @@ class RedactionResult:
             "withheld": self.withheld,
             "refused": [{"file": n, "reason": r} for n, r in self.refused],
         }
-        tmp = path.with_name(path.name + ".part")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2, ensure_ascii=False, default=str)
-            f.write("\n")
-        os.replace(tmp, path)
+        with replacing(path, "redaction mapping") as tmp:  # whole or not at all
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(doc, f, indent=2, ensure_ascii=False, default=str)
+                f.write("\n")
         self.mapping = path
         return path
 
@@ -148,12 +148,8 @@ def redact_bundle(
             source=str(source),
         )
         result.refused = [(_text(red.sub(_b(n))), r) for n, r in bundle.refused]
-        part = target.with_name(target.name + ".part")
-        try:
+        with replacing(target, "redacted bundle", [source]) as part:
             _write_tar(part, bundle.files, red, result, say)
-            os.replace(part, target)
-        finally:
-            part.unlink(missing_ok=True)
     result.counts = red.table.counts()
     result.tokens = red.table.values
     if mapping is not None:
@@ -286,7 +282,11 @@ def redact_for_analysis(
     source: Path, patterns: list[str] | tuple[str, ...], limits: Limits | None = None
 ) -> RedactionResult:
     """`analyze --redact`: a redacted copy in a private temporary directory (removed at
-    exit); analyse ``result.output``, then write the mapping beside the report."""
-    workdir = Path(tempfile.mkdtemp(prefix="hindsight-redacted-"))
-    atexit.register(shutil.rmtree, workdir, True)
-    return redact_bundle(source, workdir, patterns=patterns, limits=limits)
+    exit, or by `analyzer.cleanup.remove`); analyse ``result.output``, then write the
+    mapping beside the report."""
+    workdir = register_cleanup(tempfile.mkdtemp(prefix="hindsight-redacted-"))
+    try:
+        return redact_bundle(source, workdir, patterns=patterns, limits=limits)
+    except BaseException:
+        remove(workdir)
+        raise

@@ -178,11 +178,13 @@ def build(
     start: datetime | None = None,
     end: datetime | None = None,
     cpus: int | None = None,
+    notes: list[str] | None = None,
 ) -> pl.DataFrame:
     """Create tables ``signals`` and ``signal_sources`` in ``con`` and return signals.
 
     The grid runs from ``start`` to ``end`` (the capture span) truncated to seconds; when
-    either is unknown, the span of the chosen sources is used.
+    either is unknown, or when that window misses most of the samples (`_data_wins`), the
+    span of the chosen sources is used, and ``notes`` gets a line saying so.
     """
     sqlmacros.install(con)
     chosen: list[tuple[str, str]] = []  # group, temporary table of its aggregates
@@ -206,7 +208,8 @@ def build(
     subs = {
         g: _expanded(f"SELECT * FROM {t}", GROUPS[g][0], g in _WITH_INTERVAL) for g, t in chosen
     }
-    lo, hi = _span(con, subs, start, end)
+    start, end = _data_wins(con, [t for _g, t in chosen], start, end, notes)
+    lo, hi = _span(con, subs, start, end, [t for _g, t in chosen])
     con.sql("DROP TABLE IF EXISTS signals")
     con.sql("DROP TABLE IF EXISTS signal_sources")
     joins = "".join(f" LEFT JOIN {sql} AS g_{g} ON g_{g}.ts = grid.ts" for g, sql in subs.items())
@@ -237,6 +240,42 @@ def build(
     return SIGNALS.conform(con.sql("SELECT * FROM signals ORDER BY ts").pl()).collect()
 
 
+#: Below this share of the sample seconds inside the manifest's window, the data wins.
+MIN_IN_WINDOW = 0.5
+WINDOW_SLACK = timedelta(seconds=5)  # collectors start and stop around the manifest's times
+
+
+def _data_wins(
+    con: duckdb.DuckDBPyConnection,
+    samples: list[str],
+    start: datetime | None,
+    end: datetime | None,
+    notes: list[str] | None,
+) -> tuple[datetime | None, datetime | None]:
+    """``start``..``end`` (the manifest's window), unless fewer than `MIN_IN_WINDOW` of the
+    sources' sample seconds lie inside it: then the data's own span (None, None) — a
+    clock that moved, a manifest edited by hand. The host's sysstat history (rows from
+    before the capture) is a minority of the samples of any capture, so it does not count.
+    """
+    if start is None or end is None or not samples:
+        return start, end
+    union = " UNION ALL ".join(f"SELECT sec FROM {t} WHERE sec IS NOT NULL" for t in samples)
+    n, inside, lo, hi = con.sql(
+        f"SELECT count(*), count(*) FILTER (WHERE sec >= $lo AND sec <= $hi), min(sec), max(sec) "
+        f"FROM (SELECT DISTINCT sec FROM ({union}))",
+        params={"lo": start - WINDOW_SLACK, "hi": end + WINDOW_SLACK},
+    ).fetchall()[0]
+    if not n or inside >= MIN_IN_WINDOW * n:
+        return start, end
+    if notes is not None:
+        notes.append(
+            f"the manifest's capture window ({start:%Y-%m-%d %H:%M:%S}–{end:%H:%M:%S} UTC) holds "
+            f"{inside} of the {n} sample seconds ({lo:%Y-%m-%d %H:%M:%S}–{hi:%Y-%m-%d %H:%M:%S} UTC): "
+            "the data's own span is analysed"
+        )
+    return None, None
+
+
 # The manifest accepts captures of up to 8 days; a longer grid means broken timestamps.
 MAX_GRID = timedelta(days=8)
 
@@ -246,7 +285,11 @@ def _span(
     subs: dict[str, str],
     start: datetime | None,
     end: datetime | None,
+    samples: list[str] | None = None,
 ) -> tuple[datetime | None, datetime | None]:
+    """The grid's first and last second: ``start``..``end``, else the sources' span;
+    at most `MAX_GRID` long. ``samples``: the temporary tables of the sources' sample
+    times (``sec``), for the median sample time."""
     if start is None or end is None:
         if not subs:
             return (None, None) if start is None or end is None else (start, end)
@@ -264,9 +307,16 @@ def _span(
     hi = max(lo, hi)
     if hi - lo > MAX_GRID and subs:
         # Hostile or broken clocks (samples years apart): keep the grid bounded, centred
-        # on the median sample time, where the real capture is.
-        union = " UNION ALL ".join(f"SELECT ts FROM {s}" for s in subs.values())
-        mid = con.sql(f"SELECT quantile_disc(ts, 0.5) FROM ({union})").fetchall()[0][0]
+        # on the median sample time, where the real capture is. Over the samples, not
+        # their per-second expansion: an exact median holds all its values in memory, and
+        # 28 days of 10-minute sar samples expand to 24 M seconds (out of memory at 512 MB).
+        tables = samples or []
+        union = " UNION ALL ".join(f"SELECT sec AS ts FROM {t}" for t in tables)
+        mid = (
+            con.sql(f"SELECT quantile_disc(ts, 0.5) FROM ({union})").fetchall()[0][0]
+            if tables
+            else None
+        )
         if mid is not None:
             lo = max(lo, mid - MAX_GRID / 2)
             hi = min(hi, lo + MAX_GRID)

@@ -8,7 +8,13 @@ the input file each row came from) so every number traces back to its file.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
+import shutil
+import tempfile
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +23,15 @@ import polars as pl
 import pyarrow as pa
 
 from analyzer import sqlmacros
+from analyzer.cleanup import register_cleanup, unregister_cleanup
 from analyzer.findings import CHAINS, DETECTOR_STATUS, FINDING_EVIDENCE, FINDING_LOG_LINES, FINDINGS
 from analyzer.parsers import PARSERS
 from analyzer.parsers.base import TS, Table, table
 from analyzer.signals import SIGNAL_SOURCES, SIGNALS
 from analyzer.sql import ident
 
-#: DuckDB's buffer budget for a ``--db`` file (the in-memory default is 80 % of RAM).
+#: DuckDB's buffer budget for a ``--db`` file (the in-memory default is 80 % of RAM);
+#: beyond it DuckDB spills to ``PATH.spill`` beside the database (docs/limits.md).
 FILE_DB_MEMORY_LIMIT = "512MB"
 
 #: A streamed file's rows are written once this many are waiting (or BULK_BYTES of them):
@@ -31,6 +39,10 @@ FILE_DB_MEMORY_LIMIT = "512MB"
 #: CPU per row of one that fills several groups (docs/performance.md).
 BULK_ROWS = 1_000_000
 BULK_BYTES = 64 << 20
+
+#: The stamps a row may carry (UTC, [from, to)): a broken RTC gives 1970, nothing real is
+#: from 2100 on; a row outside is dropped and counted in its file's coverage.
+TS_RANGE = (datetime(1970, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC))
 
 SOURCE_FILE_DOC = "bundle-relative path of the input file the row came from (added by the store)"
 
@@ -122,17 +134,24 @@ class Store:
     """A DuckDB database holding one analysis."""
 
     def __init__(self, path: Path | None = None) -> None:
-        if path is not None and path.exists():
-            path.unlink()
-            Path(str(path) + ".wal").unlink(missing_ok=True)
+        """A new database in the file ``path`` (which must not exist: `analyze --db`
+        builds at a temporary name, `analyzer.outputs`), or in memory. DuckDB spills to
+        ``PATH.spill`` (in memory: a directory in the temporary directory), created only
+        when needed and removed by `close`."""
+        if path is not None and os.path.lexists(path):
+            raise FileExistsError(f"{path}: the store only creates new databases")
         self.path = path
-        self.con = duckdb.connect(str(path) if path else ":memory:")
+        name = f"hindsight-spill-{os.getpid()}-{secrets.token_hex(4)}"
+        spill = Path(f"{path}.spill") if path else Path(tempfile.gettempdir(), name)
+        self.spill = register_cleanup(spill)
+        config = {"temp_directory": str(self.spill)}
+        if path is not None:  # a file database can spill and evict: keep RSS bounded
+            config["memory_limit"] = FILE_DB_MEMORY_LIMIT
+        self.con = duckdb.connect(str(path) if path else ":memory:", config=config)
         self.con.sql("SET TimeZone = 'UTC'")
         # The progress bar writes to the process's stdout and would corrupt --json -.
         self.con.sql("SET enable_progress_bar = false")
         sqlmacros.install(self.con)
-        if path is not None:  # a file database can spill and evict: keep RSS bounded
-            self.con.sql(f"SET memory_limit = '{FILE_DB_MEMORY_LIMIT}'")
         self._tables = declared_tables()
         self._created: set[str] = set()
         self._lock = threading.Lock()
@@ -140,13 +159,14 @@ class Store:
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._pending: dict[tuple[str, str], list[Any]] = {}  # (table, file) -> Arrow parts
         self._pending_lock = threading.Lock()
+        self._dropped: dict[tuple[str, str], int] = {}  # (table, file) -> rows out of TS_RANGE
 
     def write(self, name: str, frame: pl.DataFrame | pl.LazyFrame, source_file: str | None) -> int:
         """Append ``frame`` to table ``name`` after conforming it to the declared schema.
 
         Returns the number of rows written. The rows are visible to queries at once.
         """
-        arrow = self._arrow(name, frame)
+        arrow = self._arrow(name, frame, source_file)
         with self._lock:  # the main connection; parse threads use their own cursors
             return self._insert(self.con, name, arrow, source_file)
 
@@ -157,7 +177,7 @@ class Store:
         Safe to call from several threads at once for different files (each thread
         inserts through its own DuckDB cursor). Returns the number of rows taken.
         """
-        arrow = self._arrow(name, frame)
+        arrow = self._arrow(name, frame, source_file)
         with self._pending_lock:
             parts = self._pending.setdefault((name, source_file), [])
         parts.append(arrow)
@@ -192,13 +212,33 @@ class Store:
             self._local.cursor = cursor
         return cursor
 
-    def _arrow(self, name: str, frame: pl.DataFrame | pl.LazyFrame) -> Any:
+    def _arrow(self, name: str, frame: pl.DataFrame | pl.LazyFrame, source: str | None) -> Any:
         declared = self._tables.get(name)
         if declared is None:
             raise KeyError(f"table {name!r} is not declared by any parser")
         df = declared.conform(frame).collect(engine="streaming")
+        if source is not None and "ts" in df.columns:
+            df = self._plausible(name, df, source)
         # String views pass to DuckDB as they are (the default converts every string).
         return df.to_arrow(compat_level=pl.CompatLevel.newest())
+
+    def _plausible(self, name: str, df: pl.DataFrame, source: str) -> pl.DataFrame:
+        """``df`` without rows stamped outside `TS_RANGE` (counted per file: `dropped`)."""
+        lo, hi = TS_RANGE
+        bad = (pl.col("ts") < lo) | (pl.col("ts") >= hi)
+        n = int(df.select(bad.sum()).item() or 0)
+        if not n:
+            return df
+        with self._pending_lock:
+            key = (name, source)
+            self._dropped[key] = self._dropped.get(key, 0) + n
+        return df.filter(~bad.fill_null(False))
+
+    def dropped(self, source_file: str) -> dict[str, int]:
+        """Rows of ``source_file`` left out per table because their ``ts`` lies outside
+        `TS_RANGE` (a broken clock or a garbled stamp: no later stage can place them)."""
+        with self._pending_lock:
+            return {t: n for (t, f), n in self._dropped.items() if f == source_file}
 
     def _insert(
         self, con: duckdb.DuckDBPyConnection, name: str, arrow: Any, source_file: str | None
@@ -239,6 +279,13 @@ class Store:
         return sorted(self._created)
 
     def close(self) -> None:
+        """Close the database (a file one checkpointed: no ``.wal`` is left) and remove
+        its spill directory."""
         for cursor in self._cursors:
             cursor.close()
+        if self.path is not None:
+            with contextlib.suppress(duckdb.Error):  # `Outputs.commit` refuses a left WAL
+                self.con.sql("CHECKPOINT")
         self.con.close()
+        shutil.rmtree(self.spill, ignore_errors=True)
+        unregister_cleanup(self.spill)

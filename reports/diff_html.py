@@ -81,7 +81,14 @@ def _hist_figure(h: dict[str, Any]) -> dict[str, Any]:
 
 
 def render_diff_html(result: Any, out_path: Path) -> Path:
-    """Write the diff page for ``result`` (an `analyzer.diff.DiffResult`)."""
+    """Write the diff page for ``result`` (an `analyzer.diff.DiffResult`), atomically."""
+    from analyzer.outputs import write_text
+
+    return write_text(Path(out_path), diff_html_text(result), "diff page")
+
+
+def diff_html_text(result: Any) -> str:
+    """The diff page for ``result`` (an `analyzer.diff.DiffResult`) as one HTML string."""
     from analyzer.diff_text import signal_rows
 
     figures: dict[str, Any] = {}
@@ -118,8 +125,4 @@ def render_diff_html(result: Any, out_path: Path) -> Path:
         "hist_json": script_json(hists),
         **page_assets(),
     }
-    html = template_env().get_template("diff.html.j2").render(**ctx)
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(html, encoding="utf-8")
-    return out_path
+    return template_env().get_template("diff.html.j2").render(**ctx)

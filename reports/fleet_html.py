@@ -175,7 +175,14 @@ def _figure(
 
 
 def render_fleet_html(result: Any, out_path: Path) -> Path:
-    """Write the fleet page for ``result`` (an `analyzer.fleet.FleetResult`)."""
+    """Write the fleet page for ``result`` (an `analyzer.fleet.FleetResult`), atomically."""
+    from analyzer.outputs import write_text
+
+    return write_text(Path(out_path), fleet_html_text(result, out_path), "fleet report")
+
+
+def fleet_html_text(result: Any, out_path: Path) -> str:
+    """The fleet page as one HTML string (links to host reports relative to ``out_path``)."""
     from analyzer.fleet import headline
     from analyzer.fleet_detect import MIN_WINDOW_S
 
@@ -219,7 +226,4 @@ def render_fleet_html(result: Any, out_path: Path) -> Path:
         "figures_json": script_json({"range": x_range, "shapes": [], "figures": figures}),
         **page_assets(),
     }
-    html = template_env().get_template("fleet.html.j2").render(**ctx)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(html, encoding="utf-8")
-    return out_path
+    return template_env().get_template("fleet.html.j2").render(**ctx)

@@ -25,7 +25,6 @@ parsers make themselves against ``ctx`` only matter when they are called directl
 
 from __future__ import annotations
 
-import atexit
 import codecs
 import shutil
 import tempfile
@@ -182,10 +181,11 @@ def read_lines(path: Path, name: str = "line") -> pl.LazyFrame:
     Blank lines are kept (they count as lines). A trailing ``\\r`` (CRLF files) and NUL
     bytes are removed. Files that are not valid UTF-8 are first copied once, in chunks,
     with invalid bytes replaced by U+FFFD (see ``utf8_clean_copy``); the caller's
-    coverage should note it via ``needs_utf8_repair``.
+    coverage should note it via ``needs_utf8_repair``. The path is read as it is named,
+    never as a glob pattern (a member may be called ``x[1].log`` or ``dmesg*``).
     """
     source = utf8_clean_copy(path) if needs_utf8_repair(path) else path
-    lf = pl.scan_lines(source, name=name).with_row_index("line_no", offset=1)
+    lf = pl.scan_lines(source, name=name, glob=False).with_row_index("line_no", offset=1)
     nul, cr = _has_bytes(source, b"\x00", b"\r")
     if nul:  # both are rare: skip the per-line work when the file has none
         lf = lf.with_columns(pl.col(name).str.replace_all("\x00", "", literal=True))
@@ -229,11 +229,12 @@ def utf8_clean_copy(path: Path, chunk: int = 1 << 22) -> Path:
     """Copy ``path`` into a private temporary directory with invalid bytes replaced.
 
     The input's own directory is never written to (it may be the user's bundle
-    directory). Temporary copies are removed by `remove_scratch()` or at exit.
+    directory). Temporary copies are removed by `remove_scratch()`, else when the process
+    ends, however it ends (`analyzer.cleanup`: exit, exception, SIGINT/SIGTERM).
     """
-    scratch = Path(tempfile.mkdtemp(prefix="hindsight-utf8-"))
-    if not _SCRATCH_DIRS:
-        atexit.register(remove_scratch)
+    from analyzer.cleanup import register_cleanup
+
+    scratch = register_cleanup(tempfile.mkdtemp(prefix="hindsight-utf8-"))
     _SCRATCH_DIRS.append(scratch)
     target = scratch / "clean.txt"
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -246,8 +247,12 @@ def utf8_clean_copy(path: Path, chunk: int = 1 << 22) -> Path:
 
 def remove_scratch() -> None:
     """Remove the temporary copies made by `utf8_clean_copy`."""
+    from analyzer.cleanup import unregister_cleanup
+
     while _SCRATCH_DIRS:
-        shutil.rmtree(_SCRATCH_DIRS.pop(), ignore_errors=True)
+        scratch = _SCRATCH_DIRS.pop()
+        shutil.rmtree(scratch, ignore_errors=True)
+        unregister_cleanup(scratch)
 
 
 def line_bounds_violation(

@@ -161,7 +161,9 @@ def generate(spec: Spec, out: Path | str | None = None, *, keep_dir: bool = Fals
     out = Path(out) if out is not None else Path.cwd() / f"{spec.bundle_name}.tgz"
     out.parent.mkdir(parents=True, exist_ok=True)
     w, entries = build_world(spec)
-    work = Path(tempfile.mkdtemp(prefix=".synth-", dir=out.parent))
+    from analyzer.cleanup import register_cleanup, remove
+
+    work = register_cleanup(tempfile.mkdtemp(prefix=".synth-", dir=out.parent))
     try:
         root = work / spec.bundle_name
         write_dir(w, root)
@@ -173,5 +175,5 @@ def generate(spec: Spec, out: Path | str | None = None, *, keep_dir: bool = Fals
                 shutil.rmtree(dest)
             shutil.move(str(root), dest)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove(work)  # also after a signal (analyzer.cleanup)
     return out

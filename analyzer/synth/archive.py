@@ -36,7 +36,9 @@ def _info(path: Path, arcname: str, mtime: int) -> tarfile.TarInfo:
 
 def pack(src: Path, out: Path, mtime: int) -> Path:
     """Write ``src`` (a bundle directory) to ``out`` (.tgz); returns ``out``."""
-    part = out.with_name(out.name + ".part")
+    from analyzer.cleanup import register_cleanup, unregister_cleanup
+
+    part = register_cleanup(out.with_name(out.name + ".part"))  # also gone after a signal
     total = sum(p.stat().st_size for p in src.rglob("*") if p.is_file())
     mod, level = (gzip, 6) if total < SMALL_BYTES else (_fast, 1)
     try:
@@ -59,4 +61,5 @@ def pack(src: Path, out: Path, mtime: int) -> Path:
     finally:
         if part.exists():
             part.unlink()
+        unregister_cleanup(part)
     return out
