@@ -17,18 +17,18 @@ from typing import Any
 from analyzer.sql import ident
 from reports.charts_findings import evidence_figure
 from reports.incidents import Incident
-from reports.queries import Store
+from reports.queries import Store, clip
 from reports.timefmt import TimeFormatter
 
 MAX_CHARTS = 12  # evidence charts per report (most important cards first)
 MAX_OCCURRENCES = 60  # occurrence rows per card
 MAX_LOG_LINES = 40  # raw lines per card
-MAX_LOG_CHARS = 2000  # characters of one raw line on the page (the table keeps all)
 CHART_SIGNALS = 3
 # Evidence units shown in friendlier units: unit -> (shown unit, factor)
 UNITS = {"kB/s": ("MB/s", 1 / 1024), "kB": ("MiB", 1 / 1024), "us": ("ms", 1 / 1000)}
 EVIDENCE_COLUMNS = ["finding_id", "signal", "value", "baseline", "unit", "note"]
 LOG_COLUMNS = ["finding_id", "source_file", "line_no", "ts", "text"]
+LOG_TABLE = "finding_log_lines"
 
 
 def build_cards(
@@ -91,7 +91,7 @@ def _card(
     for f in members:
         for ln in logs.get(f["finding_id"], []):
             if len(lines) < MAX_LOG_LINES:
-                lines.append({**ln, "time": tf.utc(ln["ts"]), "text": _clip(ln["text"])})
+                lines.append({**ln, "time": tf.utc(ln["ts"]), "text": clip(ln["text"], LOG_TABLE)})
     total_lines = sum(len(logs.get(f["finding_id"], [])) for f in members)
     caveats: list[str] = []
     for f in members:
@@ -108,14 +108,6 @@ def _card(
         "log_total": total_lines,
         "caveats": caveats,
     }
-
-
-def _clip(text: str | None) -> str:
-    """At most `MAX_LOG_CHARS` of a raw line, saying how much was left out."""
-    text = text or ""
-    if len(text) <= MAX_LOG_CHARS:
-        return text
-    return f"{text[:MAX_LOG_CHARS]}… [{len(text) - MAX_LOG_CHARS:,} more characters in finding_log_lines]"
 
 
 def _evidence_row(e: dict[str, Any]) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from reports.incidents import (
 )
 from reports.panels import Frame, all_panels
 from reports.panels_host import events_frame
-from reports.queries import Store
+from reports.queries import Store, clip
 from reports.timefmt import TimeFormatter
 
 PLOTLY_JS = "static/plotly/plotly-cartesian.min.js"
@@ -253,6 +253,7 @@ def events_table(store: Store, tf: TimeFormatter) -> dict[str, Any]:
     for r in rows:
         r["time"] = tf.utc(r["ts"])
         r["local"] = tf.local(r["ts"])
+        r["message"] = clip(r["message"], "dmesg")
     local = tf.zone_name if tf.zone is not None else None
     return {"rows": rows, "total": int(total), "columns": extra, "local": local}
 

@@ -168,6 +168,18 @@ class Store:
         return out
 
 
+#: characters of one raw line (a log message) the page shows; the tables keep all of it
+MAX_TEXT_CHARS = 2000
+
+
+def clip(text: str | None, table: str) -> str:
+    """At most `MAX_TEXT_CHARS` of ``text``, saying how much was left out and where it is."""
+    text = text or ""
+    if len(text) <= MAX_TEXT_CHARS:
+        return text
+    return f"{text[:MAX_TEXT_CHARS]}… [{len(text) - MAX_TEXT_CHARS:,} more characters in {table}]"
+
+
 def skip_reasons(raw: str | None) -> list[tuple[str, int | str]]:
     """Decode ``collectors.skip_reasons`` (JSON reason -> count); tolerate junk."""
     if not raw:
