@@ -481,7 +481,11 @@ def test_every_shipped_reader_opens_by_exact_path() -> None:
 def test_thousands_of_files_and_megabyte_lines_keep_the_report_small(jail: Jail) -> None:
     """1 500 unrecognised files with long names, and kernel-log lines of ~0.9 MB: the page
     lists the first rows of the coverage and a clipped line; the tables keep everything."""
-    long_line = b"2026-11-29T17:25:08,000000+00:00 INFO: task x:1 blocked for more than 120 seconds. " + b"A" * 900_000 + b"\n"
+    long_line = (
+        b"2026-11-29T17:25:08,000000+00:00 INFO: task x:1 blocked for more than 120 seconds. "
+        + b"A" * 900_000
+        + b"\n"
+    )
     members = [Member("b/vmstat.out", VMSTAT), Member("b/dmesg.log", DMESG_OOM + long_line * 4)]
     members += [Member(f"b/f{i:05d}-{'x' * 150}.txt", b"hello %d\n" % i) for i in range(1500)]
     out = analyze(write_tgz(jail.root / "b.tgz", members), jail.root / "out")
