@@ -3,6 +3,13 @@
 Per cgroup, from ``cgroup_cpu``: the share of periods throttled (Δnr_throttled /
 Δnr_periods) and the throttled time per second. The cgroup's quota comes from
 ``cgroup_limits`` (cpu.quota_us / cpu.period_us) when captured.
+
+Two levels: windows where ≥ 10 % of periods end throttled, and *mild* windows where the
+quota binds in a few percent of them (≥ 1 %), reported at ``info`` with the cgroup, the
+share of periods and the CPU withheld. Severity follows the work withheld: the throttled
+time over the window's length × the quota's CPUs (`_withheld_pct`), not the share of
+periods (a job needing 60 % of a CPU under a 55 % quota ends most periods throttled yet
+loses only a few percent of its time).
 """
 
 from __future__ import annotations
@@ -25,8 +32,12 @@ THRESHOLDS = {
     "leave_pct": 5.0,  # ... which lasts while above 5 %
     "min_s": 5,
     "merge_gap_s": 5,
-    "major_pct": 25.0,  # mean share for `major` ...
+    "mild_enter_pct": 1.0,  # a quota binding in a few percent of periods: info
+    "mild_leave_pct": 0.5,
+    "mild_min_s": 10,
+    "major_withheld_pct": 10.0,  # throttled time ≥ 10 % of the quota's time for `major` ...
     "major_min_s": 30,  # ... sustained this long
+    "minor_withheld_pct": 2.0,  # below this, and under enter_pct of periods: info
 }
 T = THRESHOLDS
 
@@ -52,17 +63,13 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
     out = []
     for cg, sub in df.group_by("cgroup", maintain_order=True):
         cg = cg[0]
-        wins = intervals.as_windows(
-            intervals.runs(
-                sub["ts"],
-                sub["pct"],
-                enter=T["enter_pct"],
-                leave=T["leave_pct"],
-                min_duration_s=T["min_s"],
-                merge_gap_s=T["merge_gap_s"],
-            )
-        )
-        for w in wins:
+        wins = _windows(sub, T["enter_pct"], T["leave_pct"], T["min_s"])
+        mild = [
+            w
+            for w in _windows(sub, T["mild_enter_pct"], T["mild_leave_pct"], T["mild_min_s"])
+            if not any(overlap_s(w, v) > 0 for v in wins)
+        ]
+        for w in sorted(wins + mild):
             inside = sub.filter((pl.col("ts") >= w[0]) & (pl.col("ts") < w[1]))
             outside = sub.filter((pl.col("ts") < w[0]) | (pl.col("ts") >= w[1]))
             mean_pct = float(inside["pct"].mean() or 0.0)
@@ -72,7 +79,8 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
             dur = (w[1] - w[0]).total_seconds()
             near = [d for d in dips if overlap_s(w, d) > 0]
             lost = sum(ctx.gpu_seconds_lost(d, base) or 0.0 for d in near) if near else None
-            sev = "major" if mean_pct >= T["major_pct"] and dur >= T["major_min_s"] else "minor"
+            withheld = _withheld_pct(throttled_s, dur, q)
+            sev = _severity(mean_pct, withheld, dur)
             sev = worst(sev, gpu_loss_severity(lost, capacity) if near else None)
             qtxt = f"quota {q:.2f} CPUs" if q else "quota unknown (cgroup_limits not captured)"
             ev = [
@@ -108,18 +116,22 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
                         "cpu.quota", r(q, 2), None, "CPUs", f"cgroup {cg}: cpu.max quota / period"
                     )
                 )
-            impact = {"seconds_throttled": r(throttled_s, 1), "throttled_share_pct": r(mean_pct)}
+            impact = {
+                "seconds_throttled": r(throttled_s, 1),
+                "throttled_share_pct": r(mean_pct),
+                "withheld_pct": r(withheld),
+            }
             if lost is not None:
                 impact["gpu_seconds_lost"] = r(lost, 1)
             out.append(
                 Finding(
                     key="CPU_THROTTLE",
                     kind=NAME,
-                    title=f"CPU quota throttling in {cg or '/'} ({mean_pct:.0f}% of periods)",
+                    title=f"{'Mild ' if w in mild else ''}CPU quota throttling in {cg or '/'} ({mean_pct:.0f}% of periods)",
                     severity=sev,
                     start=w[0],
                     end=w[1],
-                    summary=f"Cgroup {cg or '/'} was throttled in {mean_pct:.0f}% of its CFS periods at {span(w)} ({throttled_s:.1f} s of run time withheld; {qtxt}"
+                    summary=f"Cgroup {cg or '/'} was throttled in {mean_pct:.0f}% of its CFS periods at {span(w)} ({throttled_s:.1f} s of run time withheld, {withheld:.0f}% of the time; {qtxt}"
                     + (f", using {usage / 100:.2f} CPUs" if usage is not None else "")
                     + ").",
                     impact=impact,
@@ -132,6 +144,31 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
                 )
             )
     return out
+
+
+def _windows(sub: pl.DataFrame, enter: float, leave: float, min_s: float) -> list[tuple]:
+    """Runs of one cgroup's share of periods throttled (``pct``) above ``enter``."""
+    frame = intervals.runs(
+        sub["ts"], sub["pct"], enter=enter, leave=leave, min_duration_s=min_s,
+        merge_gap_s=T["merge_gap_s"],
+    )  # fmt: skip
+    return intervals.as_windows(frame)
+
+
+def _withheld_pct(throttled_s: float, dur_s: float, quota: float | None) -> float:
+    """Throttled time as a share of the time the quota's CPUs had: the kernel adds the
+    throttled time of every CPU the cgroup runs on, so a 4-CPU quota can count 4 s of
+    throttling per second."""
+    return 100.0 * throttled_s / dur_s / max(quota or 1.0, 1.0) if dur_s else 0.0
+
+
+def _severity(share_pct: float, withheld_pct: float, dur_s: float) -> str:
+    """From the work withheld (throttled time / wall time), module docstring."""
+    if withheld_pct >= T["major_withheld_pct"] and dur_s >= T["major_min_s"]:
+        return "major"
+    if withheld_pct >= T["minor_withheld_pct"] or share_pct >= T["enter_pct"]:
+        return "minor"
+    return "info"
 
 
 def _quotas(ctx: Context) -> dict[str, float]:

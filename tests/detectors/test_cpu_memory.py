@@ -32,14 +32,14 @@ def _limits() -> pl.DataFrame:
     )
 
 
-def test_cgroup_throttled_in_a_third_of_its_periods_is_a_major_cpu_throttle_with_its_quota() -> (
-    None
-):
+def test_a_third_of_periods_throttled_under_a_4_cpu_quota_is_minor_with_its_quota() -> None:
+    """132 ms/s throttled over 4 CPUs of quota: 3.3 % of the quota's time withheld."""
     got = run(cpu_throttle, n=N, cgroup_cpu=_cg(33.0), cgroup_limits=_limits())
     assert isinstance(got, list) and [f.key for f in got] == ["CPU_THROTTLE"]
     f = got[0]
-    assert f.severity == "major" and f.duration_s == 50 and f.start == t(50)
+    assert f.severity == "minor" and f.duration_s == 50 and f.start == t(50)
     assert f.impact["seconds_throttled"] == 6.6  # 50 s x 132 ms/s
+    assert f.impact["withheld_pct"] == 3.3
     assert "quota 4.00 CPUs" in f.summary and "/kubepods/pod1" in f.title
 
 
@@ -71,8 +71,33 @@ def test_an_unlimited_cpu_max_in_the_snapshot_is_no_quota() -> None:
     assert isinstance(got, list) and "quota unknown" in got[0].summary
 
 
-def test_throttling_just_below_ten_percent_gives_nothing() -> None:
-    assert run(cpu_throttle, n=N, cgroup_cpu=_cg(9.9)) == []
+def test_throttling_just_below_ten_percent_is_one_mild_finding_naming_the_cgroup() -> None:
+    got = run(cpu_throttle, n=N, cgroup_cpu=_cg(9.9))
+    assert isinstance(got, list) and len(got) == 1
+    assert got[0].title == "Mild CPU quota throttling in /kubepods/pod1 (10% of periods)"
+    assert got[0].impact["withheld_pct"] == 4.0  # 39.6 ms/s, quota unknown: of one CPU
+    assert got[0].severity == "minor"  # 4 % of the time withheld
+
+
+def test_a_quota_binding_in_three_percent_of_periods_is_info_with_the_cpu_withheld() -> None:
+    got = run(cpu_throttle, n=N, cgroup_cpu=_cg(3.0))  # 12 ms/s: 1.2 % withheld
+    assert isinstance(got, list) and [f.severity for f in got] == ["info"]
+    assert "3% of its CFS periods" in got[0].summary and "1% of the time" in got[0].summary
+
+
+def test_throttling_below_one_percent_of_periods_gives_nothing() -> None:
+    assert run(cpu_throttle, n=N, cgroup_cpu=_cg(0.9)) == []
+
+
+def test_a_quota_withholding_most_of_the_time_for_30_s_is_major() -> None:
+    """A busy loop under 20 % of one CPU: throttled ~750 ms of every second."""
+    cg = series(N, cgroup="/job", nr_periods=lambda i: 10 * i, nr_throttled=0,
+                throttled_pct=lambda i: 99.0 if between(i, [(50, 100)]) else 0.0,
+                throttled_ms_per_s=lambda i: 750.0 if between(i, [(50, 100)]) else 0.0,
+                usage_pct=20.0)  # fmt: skip
+    got = run(cpu_throttle, n=N, cgroup_cpu=cg)
+    assert isinstance(got, list) and [f.severity for f in got] == ["major"]
+    assert got[0].impact["withheld_pct"] == 75.0
 
 
 def test_cpu_throttle_without_cgroup_data_is_not_evaluated() -> None:
