@@ -85,6 +85,8 @@ class Analysis:
                 "period_s": c.period_s,
                 "occurrences": c.occurrences,
                 "gpu_seconds_lost": c.gpu_seconds_lost,
+                "mechanisms": c.mechanisms,
+                "concurrent_chain_ids": c.concurrent,
             }
             for c in self.chains
         ]
@@ -229,6 +231,8 @@ def _write(store: Any, a: Analysis) -> None:
             "end_ts": c.end, "summary": c.summary, "cause_finding_id": c.cause + 1,
             "finding_ids": ",".join(str(i + 1) for i in c.members), "period_s": c.period_s,
             "occurrences": c.occurrences, "gpu_seconds_lost": c.gpu_seconds_lost,
+            "mechanisms": "\n".join(c.mechanisms) or None,
+            "concurrent_chain_ids": ",".join(map(str, c.concurrent)) or None,
         }
         for c in a.chains
     ]  # fmt: skip

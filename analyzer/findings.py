@@ -168,6 +168,18 @@ CHAINS = table(
         "GPU·s",
         "GPU time lost (per kind sums; the largest kind counts, no double counting)",
     ),
+    (
+        "mechanisms",
+        pl.String,
+        "",
+        "one line per cause → effect link: what in the data links them (correlate.RULES)",
+    ),
+    (
+        "concurrent_chain_ids",
+        pl.String,
+        "",
+        "comma-separated incidents overlapping this one with no mechanism linking them",
+    ),
 )
 
 DETECTOR_STATUS = table(

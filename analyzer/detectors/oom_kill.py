@@ -135,7 +135,12 @@ def _from_dmesg(ctx: Context, k: dict) -> Finding:
         start=second_of(t),  # the second of the kill, on the signals grid
         end=second_of(t) + timedelta(seconds=1),
         summary=f"At {hhmmss(t)} UTC the kernel killed {k.get('comm')} (pid {k.get('pid')}, {rss_kb / 1024:.0f} MiB resident) because {scope} ran out of memory.",
-        impact={"processes_killed": 1, "rss_freed_mb": r(rss_kb / 1024, 0)},
+        impact={
+            "processes_killed": 1,
+            "rss_freed_mb": r(rss_kb / 1024, 0),
+            "memcg": memcg,  # the cgroup whose limit was hit (correlate.py: its pressure)
+            "constraint": k.get("oom_constraint"),
+        },
         evidence=ev,
         log_lines=lines,
         remediation=REMEDIATION,
@@ -167,7 +172,11 @@ def _from_cgroups(ctx: Context, have_dmesg: bool) -> list[Finding]:
                 start=t - timedelta(seconds=1),
                 end=t,
                 summary=f"memory.events of {row['cgroup'] or '/'} counted {row['d']} OOM kill(s) by {hhmmss(t)} UTC; no matching kernel log line was captured.",
-                impact={"processes_killed": int(row["d"])},
+                impact={
+                    "processes_killed": int(row["d"]),
+                    "memcg": row["cgroup"] or "/",
+                    "constraint": "CONSTRAINT_MEMCG",
+                },
                 evidence=[
                     Evidence(
                         "events_oom_kill",

@@ -5,7 +5,7 @@ from datetime import timedelta
 import polars as pl
 from detector_data import between, context, disk, gpu, run, series, store_with, t
 
-from analyzer.correlate import links
+from analyzer.correlate import correlate, links
 from analyzer.detectors import checkpoint_stall, gpu_starvation, gpu_throttle, gpu_xid
 from analyzer.detectors import sampling_gap as gaps
 from analyzer.findings import Finding
@@ -190,8 +190,8 @@ def test_a_sysstat_tool_that_printed_all_its_samples_has_no_tail_gap() -> None:
     assert isinstance(got, list) and [(f.start, f.end) for f in got] == [(t(90), t(120))]
 
 
-def _f(kind: str, a: int, b: int, cause: str | None = None) -> Finding:
-    impact = {"cause": cause} if cause else {}
+def _f(kind: str, a: int, b: int, cause: str | None = None, **impact: object) -> Finding:
+    impact = {"cause": cause, **impact} if cause else dict(impact)
     return Finding(kind.upper(), kind, kind, "minor", t(a), t(b), "", impact=impact)
 
 
@@ -202,7 +202,50 @@ def test_a_write_burst_is_linked_to_the_io_dip_it_caused_not_to_a_cpu_dip_it_tou
         _f("gpu_starvation", 152, 160, "io"),
         _f("cpu_contention", 130, 152),
     ]
-    assert links(fs) == [(0, 2), (3, 1)]
+    got = links(fs)
+    assert [(a, b) for a, b, _ in got] == [(0, 2), (3, 1)]
+    assert "I/O wait" in got[0][2] and "CPU-starved" in got[1][2]
+
+
+def test_quota_throttling_overlapping_contention_is_concurrent_not_a_cause() -> None:
+    """Throttled tasks leave the run queue: no rule makes throttling cause contention; the
+    two incidents name each other as concurrent instead."""
+    fs = [_f("cpu_throttle", 100, 140), _f("cpu_contention", 110, 150)]
+    assert links(fs) == []
+    chains = correlate(fs)
+    assert len(chains) == 2 and all(c.concurrent for c in chains)
+    assert all("no mechanism in the data links them" in c.summary for c in chains)
+
+
+def test_an_oom_kill_is_caused_by_pressure_only_in_its_own_memory_cgroup() -> None:
+    kill = _f("oom_kill", 150, 151, memcg="/job/a", constraint="CONSTRAINT_MEMCG")
+    same = [_f("memory_pressure", 100, 150, cgroup="/job"), kill]
+    other = [_f("memory_pressure", 100, 150, cgroup="/other"), kill]
+    host = [_f("memory_pressure", 100, 150), kill]
+    (link,) = links(same)
+    assert link[:2] == (0, 1) and "/job/a is the one under pressure" in link[2]
+    assert links(other) == []  # pressure measured in another cgroup
+    (link,) = links(host)  # host PSI counts the cgroup's tasks too: said as such
+    assert "memory PSI counts the tasks of /job/a too" in link[2]
+    host_kill = _f("oom_kill", 150, 151, memcg=None, constraint="CONSTRAINT_NONE")
+    assert [x[:2] for x in links([host[0], host_kill])] == [(0, 1)]
+
+
+def test_collector_gaps_are_an_effect_only_inside_the_contention_that_starved_them() -> None:
+    inside = [_f("cpu_contention", 100, 160), _f("sampling_gap", 120, 123)]
+    after = [_f("cpu_contention", 100, 160), _f("sampling_gap", 163, 170)]
+    named_other = [
+        _f("cpu_contention", 100, 160),
+        _f("sampling_gap", 120, 123, effect_of="memory_pressure"),
+    ]
+    (link,) = links(inside)
+    assert "inside the cpu contention window" in link[2]
+    assert links(after) == [] and links(named_other) == []
+    (chain,) = correlate(inside)
+    assert chain.cause == 0 and chain.mechanisms == [
+        "cpu contention → sampling gap: the missed samples fall inside the cpu contention "
+        "window: the collectors were starved too"
+    ]
 
 
 def test_lone_run_queue_spikes_on_a_small_host_are_not_contention() -> None:
