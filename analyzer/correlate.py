@@ -177,6 +177,8 @@ def links(findings: list[Finding]) -> list[tuple[int, int, str]]:
         longest = max(findings[i].end - findings[i].start for i in effects)
         for i in by_kind[rule.cause]:
             c = findings[i]
+            if c.impact.get("throughout"):
+                continue  # a state of the whole capture, not an event that causes others
             hi = bisect_right(starts, c.end + timedelta(seconds=max(rule.lag_s, PAD_S)))
             lo = bisect_left(starts, c.start - longest - timedelta(seconds=PAD_S))
             for j in effects[lo:hi]:

@@ -249,6 +249,23 @@ def gpu_loss_severity(lost: float | None, capacity: float | None) -> str | None:
     return "info"
 
 
+#: the MAD of normal data times this is its standard deviation
+MAD_TO_SIGMA = 1.4826
+
+
+def robust_level(values: pl.Series, min_sigma: float = 0.0) -> tuple[float, float] | None:
+    """(median, σ) of ``values`` (nulls dropped), σ = 1.4826 × the median absolute deviation
+    (the standard deviation of normal data, unmoved by a minority of outliers), at least
+    ``min_sigma``; None when there is no value. A noisy host's baseline: its usual level
+    and how far it wanders, without an idle period to learn them from."""
+    v = values.drop_nulls().cast(pl.Float64)
+    if v.len() == 0:
+        return None
+    med = float(v.median())  # type: ignore[arg-type]
+    mad = float((v - med).abs().median())  # type: ignore[arg-type]
+    return med, max(MAD_TO_SIGMA * mad, min_sigma)
+
+
 def unit_of(col: str) -> str:
     return UNITS.get(col, "")
 

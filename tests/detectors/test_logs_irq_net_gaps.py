@@ -65,8 +65,24 @@ def test_one_cpu_buried_in_softirqs_is_an_irq_hotspot() -> None:
     assert got[0].severity == "major" and got[0].duration_s == 60
 
 
-def test_irq_load_just_below_threshold_gives_nothing() -> None:
-    assert above_info(run(irq_hotspot, n=N, mpstat_cpu=_mp(79.0))) == []
+def test_irq_load_just_below_a_quarter_of_the_cpu_gives_nothing() -> None:
+    assert run(irq_hotspot, n=N, mpstat_cpu=_mp(24.0)) == []
+
+
+def test_a_cpu_losing_a_third_to_softirqs_for_a_minute_is_a_minor_hotspot() -> None:
+    """The real library's UDP flood: 35 % soft on one CPU, 0 on the other (2 CPUs)."""
+    got = run(irq_hotspot, n=N, mpstat_cpu=_mp(35.0))
+    assert isinstance(got, list) and [(f.severity, f.duration_s) for f in got] == [("minor", 60)]
+    assert got[0].title == "CPU 3 loaded by interrupts (35% irq+softirq)"
+
+
+def test_a_short_softirq_burst_is_info() -> None:
+    mp = _mp(35.0).with_columns(
+        soft_pct=pl.when((pl.col("cpu") == 3) & (pl.int_range(pl.len()).over("cpu") >= 40)).then(2.0).otherwise(pl.col("soft_pct")),
+        irq_pct=pl.when((pl.col("cpu") == 3) & (pl.int_range(pl.len()).over("cpu") >= 40)).then(1.0).otherwise(pl.col("irq_pct")),
+    )  # fmt: skip
+    got = run(irq_hotspot, n=N, mpstat_cpu=mp)  # 10 s at 35 %
+    assert isinstance(got, list) and [f.severity for f in got] == ["info"]
 
 
 def _edev(drops) -> pl.DataFrame:
