@@ -339,8 +339,8 @@ def hung_task(w: World, inc: Incident, p: dict) -> dict:
 def irq_hotspot(w: World, inc: Incident, p: dict) -> dict:
     m = w.window(inc.start_s, inc.end_s)
     jit = _jit(w, inc, "irq", 0.02)
-    if inc.control:
-        _set(w, m, hot_cpu=int(p["cpu"]), hot_irq=7.0 * jit, hot_soft=50.0 * jit)
+    if inc.control:  # below the hotspot level (a quarter of the CPU, irq_hotspot.py)
+        _set(w, m, hot_cpu=int(p["cpu"]), hot_irq=3.0 * jit, hot_soft=15.0 * jit)
     else:
         _set(
             w,
