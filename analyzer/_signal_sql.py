@@ -124,6 +124,31 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
             ),
         ),
     ),
+    # Change of Dirty + Writeback from the previous sample, per second of the time between
+    # them (their exact stamps): a 5 s sampler's growth is spread over its 5 seconds
+    # instead of landing, 5 times too large, in the one second where the value changed.
+    "pagecache": (
+        ("page_cache_growth_kb_s",),
+        (
+            Alt(
+                "meminfo",
+                """SELECT sec, (v - lag(v) OVER w) / nullif(t - lag(t) OVER w, 0) FROM (
+                    SELECT second_of(ts) AS sec, avg(epoch(ts)) AS t,
+                           avg(value_kb) FILTER (key = 'Dirty') + coalesce(avg(value_kb) FILTER (key = 'Writeback'), 0) AS v
+                    FROM meminfo WHERE node IS NULL AND ts IS NOT NULL GROUP BY 1)
+                WHERE v IS NOT NULL WINDOW w AS (ORDER BY sec)""",
+                "/proc/meminfo Dirty + Writeback: change since the previous sample per second",
+            ),
+            Alt(
+                "sar_memory",
+                """SELECT sec, (v - lag(v) OVER w) / nullif(t - lag(t) OVER w, 0) FROM (
+                    SELECT second_of(ts) AS sec, avg(epoch(ts)) AS t, avg(kbdirty) AS v
+                    FROM sar_memory WHERE ts IS NOT NULL GROUP BY 1)
+                WHERE v IS NOT NULL WINDOW w AS (ORDER BY sec)""",
+                "sar -r kbdirty: change since the previous sample per second",
+            ),
+        ),
+    ),
     "swap": (
         ("swap_in_kb_s", "swap_out_kb_s"),
         (
@@ -144,10 +169,15 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
             ),
         ),
     ),
+    # Reclaim by who reclaims (kswapd, direct, khugepaged, proactive: *global* reclaim only)
+    # and by what (anon + file: every reclaim, memory-cgroup limit reclaim included, which
+    # the kernel does not count under kswapd/direct). Totals take the larger of the two
+    # sums, so kernels with only one family (old: per-zone kswapd/direct; new: both) work.
     "reclaim": (
         (
             "pgscan_per_s",
             "pgscan_direct_per_s",
+            "pgscan_kswapd_per_s",
             "pgsteal_per_s",
             "pgmajfault_per_s",
             "refault_per_s",
@@ -156,21 +186,24 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
             Alt(
                 "proc_vmstat",
                 """SELECT sec,
-                    sum(r) FILTER ((key LIKE 'pgscan_kswapd%' OR key LIKE 'pgscan_direct%' OR key LIKE 'pgscan_khugepaged%') AND key <> 'pgscan_direct_throttle'),
+                    greatest(sum(r) FILTER (key LIKE 'pgscan%' AND key NOT IN ('pgscan_anon', 'pgscan_file', 'pgscan_direct_throttle')),
+                             sum(r) FILTER (key IN ('pgscan_anon', 'pgscan_file'))),
                     sum(r) FILTER (key LIKE 'pgscan_direct%' AND key <> 'pgscan_direct_throttle'),
-                    sum(r) FILTER (key LIKE 'pgsteal_kswapd%' OR key LIKE 'pgsteal_direct%' OR key LIKE 'pgsteal_khugepaged%'),
+                    sum(r) FILTER (key LIKE 'pgscan_kswapd%'),
+                    greatest(sum(r) FILTER (key LIKE 'pgsteal%' AND key NOT IN ('pgsteal_anon', 'pgsteal_file')),
+                             sum(r) FILTER (key IN ('pgsteal_anon', 'pgsteal_file'))),
                     sum(r) FILTER (key = 'pgmajfault'),
                     sum(r) FILTER (key IN ('workingset_refault', 'workingset_refault_anon', 'workingset_refault_file'))
                 FROM (SELECT second_of(ts) AS sec, key, avg(rate_per_s) AS r FROM proc_vmstat
                       WHERE node IS NULL AND ts IS NOT NULL AND rate_per_s IS NOT NULL
                         AND (key LIKE 'pgscan%' OR key LIKE 'pgsteal%' OR key = 'pgmajfault' OR key LIKE 'workingset_refault%')
                       GROUP BY 1, 2) GROUP BY sec""",
-                "/proc/vmstat counters (kswapd + direct + khugepaged)",
+                "/proc/vmstat: scan/steal = max(kswapd + direct + khugepaged + proactive, anon + file)",
             ),
             Alt(
                 "sar_paging",
-                "SELECT second_of(ts) AS sec, avg(pgscank_s + pgscand_s), avg(pgscand_s), avg(pgsteal_s), avg(majflt_s), NULL::DOUBLE FROM sar_paging WHERE ts IS NOT NULL GROUP BY 1",
-                "sar -B",
+                "SELECT second_of(ts) AS sec, avg(pgscank_s + pgscand_s), avg(pgscand_s), avg(pgscank_s), avg(pgsteal_s), avg(majflt_s), NULL::DOUBLE FROM sar_paging WHERE ts IS NOT NULL GROUP BY 1",
+                "sar -B (kswapd + direct only: cgroup limit reclaim not counted)",
             ),
         ),
     ),

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from analyzer.detectors import _storm
+import polars as pl
+
+from analyzer.detectors import _memcg, _storm
 from analyzer.detectors._base import Context, hhmmss, r, second_of, unit_of
 from analyzer.detectors._storm import sample_lines, top_values
 from analyzer.findings import Evidence, Finding, NotEvaluated
@@ -94,10 +96,49 @@ def _ramp(ctx: Context, t) -> list[Evidence]:
     return ev
 
 
+def _memcg_ramp(ctx: Context, memcg: str | None, t: datetime) -> list[Evidence]:
+    """The killed task's memory cgroup before the kill: its limit, peak usage, and the
+    limit hits (v1 failcnt / v2 memory.events max + high) in the ramp, from when it first
+    hit the limit (``cgroup_memory``; nothing when the cgroup was not sampled)."""
+    if memcg is None or not ctx.rows("cgroup_memory"):
+        return []
+    lo = second_of(t) - timedelta(seconds=T["ramp_s"])
+    # up to the first sample after the kill: it counts the hits of the kill's own allocation
+    hi = second_of(t) + timedelta(seconds=1 + max(1.0, ctx.interval_s or 1.0))
+    sub = _memcg.rows(ctx, memcg, lo, hi)
+    if sub.height == 0:
+        return []
+    mib = float(_memcg.MIB)
+    limit, usage, peak = (sub[c].max() for c in ("limit_bytes", "usage_bytes", "peak_bytes"))
+    lim = r(limit / mib, 0) if limit else None  # type: ignore[operator]
+    hits = sub.filter(pl.col("hits_inc").fill_null(0) > 0)
+    ev = [
+        Evidence("memcg_limit", lim, None, "MiB", f"memory limit of {memcg}"),
+        Evidence("memcg_usage_max", r(usage / mib, 1) if usage is not None else None, lim, "MiB",  # type: ignore[operator]
+                 f"max sampled usage of {memcg} in the {T['ramp_s']} s before the kill, vs its limit"),
+        Evidence("memcg_peak", r(peak / mib, 1) if peak is not None else None, lim, "MiB",  # type: ignore[operator]
+                 "high-water mark (memory.peak / v1 max_usage_in_bytes) by the first sample after the kill"),
+    ]  # fmt: skip
+    if hits.height:
+        first = hits["ts"].min()
+        ev.append(
+            Evidence(
+                "memcg_limit_hits",
+                float(hits["hits_inc"].sum()),
+                0.0,
+                "count",
+                f"v1 failcnt / v2 memory.events max + high increase in the {T['ramp_s']} s before the kill "
+                f"(to the first sample after it); first in the sample of {hhmmss(first)} UTC, "
+                f"{(first - second_of(t)).total_seconds():+.0f} s from the kill",  # type: ignore[operator]
+            )
+        )
+    return [e for e in ev if e.value is not None]
+
+
 def _from_dmesg(ctx: Context, k: dict) -> Finding:
     t = k["ts"]
     rss_kb = sum(k.get(c) or 0 for c in ("anon_rss_kb", "file_rss_kb", "shmem_rss_kb"))
-    memcg = k.get("memcg")
+    memcg = _memcg.cgroup_path(k.get("memcg"))
     scope = (
         f"memory cgroup {memcg}"
         if k.get("oom_constraint") == "CONSTRAINT_MEMCG" and memcg
@@ -126,6 +167,7 @@ def _from_dmesg(ctx: Context, k: dict) -> Finding:
             f"{memcg or '?'} ({k.get('oom_constraint') or 'constraint unknown'})",
         ),
         *_ramp(ctx, t),
+        *_memcg_ramp(ctx, memcg, t),
     ]
     return Finding(
         key="OOM_KILL",
@@ -174,7 +216,7 @@ def _from_cgroups(ctx: Context, have_dmesg: bool) -> list[Finding]:
                 summary=f"memory.events of {row['cgroup'] or '/'} counted {row['d']} OOM kill(s) by {hhmmss(t)} UTC; no matching kernel log line was captured.",
                 impact={
                     "processes_killed": int(row["d"]),
-                    "memcg": row["cgroup"] or "/",
+                    "memcg": _memcg.cgroup_path(row["cgroup"] or "/"),
                     "constraint": "CONSTRAINT_MEMCG",
                 },
                 evidence=[
