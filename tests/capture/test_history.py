@@ -15,6 +15,8 @@ import pytest
 from capture_helpers import bundle_dir, check_manifest, load_manifest, run_capture
 
 pytestmark = pytest.mark.capture
+# a daily file of another day of the month than today (on the 2nd, "sa02" is today's)
+STALE = f"sa{int(time.strftime('%d')) % 28 + 1:02d}"
 
 SADC = next(
     (
@@ -41,7 +43,7 @@ def sa_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([SADC, "-S", "XALL", "1", "4", str(today)], check=True, timeout=30)
     old = d / "sa01x"  # not a daily-file name: ignored
     old.write_bytes(today.read_bytes())
-    stale = d / "sa02"  # a daily file not written for three days: outside the window
+    stale = d / STALE  # a daily file not written for three days: outside the window
     stale.write_bytes(today.read_bytes())
     past = time.time() - 3 * 86400
     os.utime(stale, (past, past))
@@ -51,7 +53,7 @@ def sa_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_sysstat_daily_file_is_converted_cut_at_the_window_and_marked_as_history(
     sa_dir: Path, tmp_path: Path
 ) -> None:
-    today = next(p for p in sa_dir.iterdir() if p.name not in ("sa01x", "sa02"))
+    today = next(p for p in sa_dir.iterdir() if p.name not in ("sa01x", STALE))
     full = subprocess.run(
         ["sadf", "-j", str(today), "--", "-q"], capture_output=True, text=True, check=True
     )
@@ -79,7 +81,7 @@ def test_sysstat_daily_file_is_converted_cut_at_the_window_and_marked_as_history
     kept = _records(bdir / rel)
     assert kept == stamps[:-1], "records from the capture window on are left out"
     assert "left out" in (bdir / f"history/{today.name}.err").read_text()
-    assert "history.sa02" not in by_name and "history.sa01x" not in by_name
+    assert f"history.{STALE}" not in by_name and "history.sa01x" not in by_name
 
     from analyzer.pipeline import Options, run
 
