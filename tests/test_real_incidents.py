@@ -86,6 +86,23 @@ def test_the_cpu_bound_loader_phase_is_one_gpu_starvation_split_from_the_checkpo
     assert overlap_s(_win(cpu[0]), h200["truth"]["checkpoint"][2]) <= 1.5
 
 
+def test_the_checkpoints_and_the_loader_phase_start_and_end_within_3_s_of_the_truth(
+    h200: dict,
+) -> None:
+    """The tolerance the real-incident library holds every detector to (tests/real)."""
+    tol = timedelta(seconds=3)
+    stalls = sorted(_of(h200, "CHECKPOINT_STALL"), key=lambda f: f["start"])
+    for f, (a, b) in zip(stalls, h200["truth"]["checkpoint"], strict=True):
+        assert abs(f["start"] - a) <= tol and abs(f["end"] - b) <= tol, (f["start"], f["end"], a, b)
+    (loader,) = h200["truth"]["loader"]
+    (cpu,) = [
+        f
+        for f in _of(h200, "GPU_STARVATION")
+        if f["impact"]["cause"] in ("cpu_loader", "cpu_contention")
+    ]
+    assert abs(cpu["start"] - loader[0]) <= tol and abs(cpu["end"] - loader[1]) <= tol
+
+
 def test_gpu_dips_during_checkpoints_are_io_and_never_a_power_cap(h200: dict) -> None:
     dips = _of(h200, "GPU_STARVATION")
     assert all(f["impact"]["cause"] != "power_thermal" for f in dips)
