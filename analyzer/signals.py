@@ -27,7 +27,12 @@ from analyzer.parsers.base import TS, table
 F = pl.Float64
 SIGNALS = table(
     "One row per second of the capture: every signal the detectors use, NULL where its source is missing.",
-    ("ts", TS, "UTC", "the second [ts, ts+1 s); holds samples stamped in (ts - step, ts]"),
+    (
+        "ts",
+        TS,
+        "UTC",
+        "the second [ts, ts+1 s); holds the samples stamped in [ts, ts + step) (a sample stamped t fills the step seconds up to t)",
+    ),
     (
         "cpu_busy_pct",
         F,

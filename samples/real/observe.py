@@ -209,8 +209,16 @@ class Bundle:
         return {d: sorted(s.items()) for d, s in by.items()}
 
     def _parse_dmesg(self) -> list[tuple[float, str]]:
+        return self.kernel_lines("series/dmesg.out")
+
+    def _parse_dmesg_full(self) -> list[tuple[float, str]]:
+        """The whole ring buffer at the start (kills from before the capture are there)."""
+        return self.kernel_lines("snap/dmesg_full.start.out")
+
+    def kernel_lines(self, rel: str) -> list[tuple[float, str]]:
+        """(epoch, message) of each line of a ``dmesg --time-format iso`` file."""
         out = []
-        for line in self.text("series/dmesg.out").splitlines():
+        for line in self.text(rel).splitlines():
             m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d),(\d+)([+-]\d\d):?(\d\d)\s+(.*)", line)
             if m:
                 t = _utc(m.group(1), "%Y-%m-%dT%H:%M:%S") + int(m.group(2)) / 10 ** len(m.group(2))

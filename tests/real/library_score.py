@@ -15,7 +15,10 @@ them. This module runs the real pipeline on every bundle and grades it:
   (other tenants' work, ``background[].series``) kept every CPU busy over the part of the
   finding inside the window (or the capture's own raw mpstat and PSI, read by observe.py,
   show every CPU busy and tasks waiting there), and disk findings while they wrote ≥
-  `NEIGHBOURS_WRITE_MB_S`: that load is real, and is listed as explained.
+  `NEIGHBOURS_WRITE_MB_S`: that load is real, and is listed as explained;
+- per finding (every finding of the bundle): its evidence numbers recomputed from the raw
+  files by samples/real/recompute.py (observe.py's parsers, no analyzer code) over the
+  finding's window — agreeing within 5 %, disagreeing, or not recomputed (with why).
 
 Host reclaim starts when memory runs out, not when the load starts allocating: a
 ``memory_pressure`` incident whose raw /proc/vmstat shows when reclaim began
@@ -24,7 +27,8 @@ Host reclaim starts when memory runs out, not when the load starts allocating: a
 ``python -m tests.real.library_score`` prints the table (and ``--write-baseline`` records what
 holds now in `BASELINE`, which ``tests/real/test_library.py`` then enforces: a found
 incident may not be lost, a window within tolerance may not drift out, a quiet window
-may not gain a finding above info). These are real captures, unlike the synthetic
+may not gain a finding above info, a bundle may not gain evidence numbers that disagree
+with its raw files). These are real captures, unlike the synthetic
 scenario suite, which only checks the generator against itself.
 """
 
@@ -85,10 +89,23 @@ class QuietScore:
 
 
 @dataclass
+class EvidenceScore:
+    """The numbers of one finding against the raw files (samples/real/recompute.py)."""
+
+    bundle: str
+    finding: str  # key and window
+    checked: int = 0
+    agree: int = 0
+    differ: list[str] = field(default_factory=list)  # "signal stat: reported vs raw"
+    not_recomputed: list[str] = field(default_factory=list)  # "signal: why"
+
+
+@dataclass
 class BundleScore:
     bundle: str
     incidents: list[IncidentScore]
     quiet: list[QuietScore]
+    evidence: list[EvidenceScore] = field(default_factory=list)
 
 
 def _epoch(t: datetime) -> float:
@@ -203,14 +220,19 @@ def _neighbours(
 RAW_IDLE_MAX_PCT, RAW_PSI_MIN_PCT = 5.0, 50.0
 
 
+def _library_module(name: str) -> Any:
+    """observe.py or recompute.py of samples/real (scripts beside the bundles)."""
+    sys.path.insert(0, str(LIBRARY))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.pop(0)
+
+
 def _raw_saturation(bundle: Path, a: float, z: float) -> str | None:
     """The raw mpstat/PSI of ``bundle`` (observe.py) show every CPU busy and tasks waiting
     over [a, z]: in a window with no injected load, that is the neighbours' contention."""
-    sys.path.insert(0, str(LIBRARY))
-    try:
-        import observe
-    finally:
-        sys.path.pop(0)
+    observe = _library_module("observe")
     o = observe.cpu_common(_raw(bundle, observe), a, z, [])
     idle, psi = o["idle_pct_all"]["median"], o.get("psi_cpu_some_pct")
     if idle is None or psi is None or idle > RAW_IDLE_MAX_PCT or psi < RAW_PSI_MIN_PCT:
@@ -261,7 +283,33 @@ def score_bundle(bundle: Path, truth: dict[str, Any]) -> BundleScore:
     from analyzer import pipeline
 
     result = pipeline.run(bundle, pipeline.Options(report=None))
-    return grade(truth["scenario"], truth, result.findings, result.chains, bundle)
+    score = grade(truth["scenario"], truth, result.findings, result.chains, bundle)
+    score.evidence = evidence(truth["scenario"], bundle, result.findings)
+    return score
+
+
+def evidence(name: str, bundle: Path, findings: list[dict[str, Any]]) -> list[EvidenceScore]:
+    """Every finding's evidence numbers against the raw files of ``bundle``."""
+    recompute = _library_module("recompute")
+    raw = _raw(bundle, _library_module("observe"))
+    out = []
+    for f in findings:
+        a, z = _epoch(f["start"]), _epoch(f["end"])
+        e = EvidenceScore(name, f"{f['key']} {_clock(a)}–{_clock(z)}")
+        for c in recompute.check_finding(raw, f, _epoch):
+            if c.agree is None:
+                e.not_recomputed.append(f"{c.signal}: {c.why}")
+                continue
+            e.checked += 1
+            e.agree += bool(c.agree)
+            if not c.agree:
+                e.differ.append(f"{c.signal} {c.stat}: {c.reported} vs raw {c.recomputed}")
+        out.append(e)
+    return out
+
+
+def _clock(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S")
 
 
 def table(scores: list[BundleScore]) -> str:
@@ -294,6 +342,29 @@ def table(scores: list[BundleScore]) -> str:
     for q in windows:
         if q.explained:
             lines.append(f"- the neighbours' own load in {q.bundle}: {'; '.join(q.explained)}")
+    return "\n".join([*lines, "", evidence_table(scores)])
+
+
+def evidence_table(scores: list[BundleScore]) -> str:
+    """Per finding: its evidence numbers recomputed from the raw files (recompute.py)."""
+    lines = [
+        "| bundle | finding (UTC) | numbers | agree within 5 % | differ | not recomputed |",
+        "|---|---|---|---|---|---|",
+    ]
+    for b in scores:
+        for e in b.evidence:
+            lines.append(
+                f"| {e.bundle} | {e.finding} | {e.checked} | {e.agree} | "
+                f"{'; '.join(e.differ) or '–'} | {'; '.join(e.not_recomputed) or '–'} |"
+            )
+    rows = [e for b in scores for e in b.evidence]
+    checked, agree = sum(e.checked for e in rows), sum(e.agree for e in rows)
+    skipped = sum(len(e.not_recomputed) for e in rows)
+    lines += [
+        "",
+        f"{len(rows)} findings, {checked} evidence numbers recomputed from the raw files: "
+        f"{agree} agree within 5 %, {checked - agree} differ; {skipped} not recomputed.",
+    ]
     return "\n".join(lines)
 
 
@@ -311,6 +382,7 @@ def baseline_of(scores: list[BundleScore]) -> dict[str, Any]:
         "quiet_alarms": {
             f"{q.bundle}/{q.start:.0f}": len(q.alarms) for b in scores for q in b.quiet
         },
+        "evidence_differ": {b.bundle: sum(len(e.differ) for e in b.evidence) for b in scores},
     }
 
 

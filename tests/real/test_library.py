@@ -4,6 +4,8 @@
 records what held when it was last written (``python -m tests.real.library_score
 --write-baseline``). A regression fails here: an incident that was found is lost, a window
 that was within tolerance drifts out, a quiet window gains a finding above info.
+The evidence numbers of every finding are recomputed from the raw files
+(samples/real/recompute.py): a bundle may not gain numbers that disagree.
 Improvements are welcome and are recorded by rewriting the baseline.
 """
 
@@ -50,6 +52,19 @@ def test_no_found_incident_is_lost_and_no_quiet_window_gains_an_alarm(
     assert not lost, f"incidents no longer found: {lost}"
     assert not drifted, f"windows out of tolerance now: {drifted}"
     assert not louder, f"quiet windows with more alarms than before: {louder}"
+
+
+def test_no_bundle_gains_evidence_that_disagrees_with_its_raw_files(
+    scores: list[BundleScore],
+) -> None:
+    base = json.loads(BASELINE.read_text()).get("evidence_differ", {})
+    worse = {
+        b.bundle: [d for e in b.evidence for d in e.differ]
+        for b in scores
+        if sum(len(e.differ) for e in b.evidence) > base.get(b.bundle, 0)
+    }
+    assert not worse, f"evidence numbers that disagree with the raw files now: {worse}"
+    assert sum(e.checked for b in scores for e in b.evidence) >= 1000  # the check ran
 
 
 def test_the_grader_itself_counts_misses_errors_and_false_alarms() -> None:
@@ -100,3 +115,40 @@ def test_the_grader_itself_counts_misses_errors_and_false_alarms() -> None:
     )
     assert not b.found and not b.within
     assert s.quiet[0].alarms == ["CPU_CONTENTION (minor) +40..+60 s"]
+
+
+def test_the_evidence_check_flags_a_number_the_raw_file_does_not_hold() -> None:
+    """A strong-throttling finding of cpu-throttle: its raw cgroup counters give 99.5 %
+    of periods throttled over 22:44:40–22:45:21; 90 % is not what the file says."""
+    import sys
+    from datetime import UTC, datetime
+
+    from library_score import LIBRARY as DIR
+
+    sys.path.insert(0, str(DIR))
+    try:
+        import observe
+        import recompute
+    finally:
+        sys.path.pop(0)
+    raw = observe.Bundle(DIR / "cpu-throttle.tgz")
+
+    def finding(value: float) -> dict:
+        return {
+            "key": "CPU_THROTTLE",
+            "kind": "cpu_throttle",
+            "start": datetime(2026, 12, 1, 22, 44, 40, tzinfo=UTC),
+            "end": datetime(2026, 12, 1, 22, 45, 21, tzinfo=UTC),
+            "impact": {"cgroup": "/hs-real-thr-strong"},
+            "evidence": [
+                {"signal": "throttled_pct", "value": value, "unit": "%", "note": "mean share"}
+            ],
+        }
+
+    def epoch(t: datetime) -> float:
+        return t.timestamp()
+
+    (right,) = recompute.check_finding(raw, finding(99.5), epoch)
+    (wrong,) = recompute.check_finding(raw, finding(90.0), epoch)
+    assert right.agree is True and abs(right.recomputed - 99.5) < 0.5
+    assert wrong.agree is False and wrong.recomputed == right.recomputed
