@@ -1,5 +1,8 @@
 """The `hindsight` command line. Thin: parse arguments, call the library, map errors.
 
+The composition root: the one analyzer module that imports ``reports``, to hand the
+analysis its renderers (`reports.render`); the analysis itself returns data.
+
 Exit codes: 0 success, 1 internal error (short message; ``--debug`` shows the
 traceback), 2 unusable input (one clear line on stderr), 3 a finding at or above
 ``--fail-on`` exists, 130 / 143 interrupted by SIGINT / SIGTERM (`analyzer.cleanup`).
@@ -192,6 +195,7 @@ def analyze(
     from analyzer.bundle import bundle_name
     from analyzer.pipeline import Options, run
     from analyzer.summary import format_summary
+    from reports.render import HOST
 
     report = (
         output
@@ -234,7 +238,7 @@ def analyze(
         options.report = report = output or Path.cwd() / f"{redaction.name}.report.html"
     try:
         try:
-            result = run(bundle, options)
+            result = run(bundle, options, HOST)
         finally:
             if progress is not None:
                 progress.close()
@@ -510,7 +514,8 @@ def diff_command(
     Example: hindsight diff before.tgz after.tgz -o diff.html --md diff.md
     """
     from analyzer.diff import run_diff
-    from analyzer.diff_text import summary
+    from reports.diff_text import summary
+    from reports.render import DIFF
 
     html = output or Path.cwd() / "diff.html"
     result = _guarded(
@@ -523,6 +528,7 @@ def diff_command(
             progress=_progress(quiet),
             debug=debug,
             allow_file_access=allow_file_access,
+            renderers=DIFF,
         ),
         debug,
     )
@@ -579,6 +585,7 @@ def fleet_command(
     Example: hindsight fleet captures/*.tgz -o fleet.html --host-reports
     """
     from analyzer.fleet import FleetOptions, headline, run_fleet
+    from reports.render import FLEET
 
     opts = FleetOptions(
         output=output,
@@ -589,7 +596,7 @@ def fleet_command(
         debug=debug,
         progress=_progress(quiet),
     )
-    result = _guarded(lambda: run_fleet(list(bundles), opts), debug)
+    result = _guarded(lambda: run_fleet(list(bundles), opts, FLEET), debug)
     if not quiet:
         err = str(json_out) == "-"  # stdout carries only the JSON then
         typer.echo(one_line(headline(result)), err=err)

@@ -17,6 +17,9 @@ counts (bucket upper bound, µs). Findings and host configuration are compared b
 
 `DiffResult.headline` is one sentence built from those numbers, e.g. ``after: cpu.max
 raised, throttling gone, GPU utilisation p50 61 % → 93 %, variance −96 %``.
+
+The HTML page and the Markdown text are rendered by the `DiffRenderers` the caller passes
+(the CLI: ``reports.render.DIFF``): this module returns data and never imports ``reports``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import contextlib
 import json
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,6 +95,9 @@ class Side:
 
 @dataclass
 class DiffResult:
+    """The comparison: both sides' identity, the signals' distributions, histograms,
+    findings and configuration compared, and the one-sentence headline."""
+
     before: dict[str, Any]
     after: dict[str, Any]
     aligned_s: int
@@ -103,6 +110,15 @@ class DiffResult:
     series: dict[str, Any] = field(default_factory=dict)  # for charts: column -> side -> frame
 
 
+@dataclass(frozen=True)
+class DiffRenderers:
+    """How the diff's documents are rendered from a `DiffResult`, supplied by the caller
+    (the analyzer never imports ``reports``): ``html`` the page, ``markdown`` the text."""
+
+    html: Callable[[DiffResult], str] | None = None
+    markdown: Callable[[DiffResult], str] | None = None
+
+
 def run_diff(
     before: Path,
     after: Path,
@@ -113,11 +129,18 @@ def run_diff(
     progress: Any = None,
     debug: bool = False,
     allow_file_access: bool = False,
+    renderers: DiffRenderers | None = None,
 ) -> DiffResult:
     """Compare ``before`` with ``after`` and write the requested outputs.
 
     ``allow_file_access``: a ``.duckdb`` side may read files through its views
-    (`analyzer.query.open_source`); off by default."""
+    (`analyzer.query.open_source`); off by default. ``renderers`` must render each
+    document asked for (``html``, ``md``)."""
+    renderers = renderers or DiffRenderers()
+    if html is not None and renderers.html is None:
+        raise ValueError("html needs DiffRenderers.html (reports.render.DIFF)")
+    if md is not None and renderers.markdown is None:
+        raise ValueError("md needs DiffRenderers.markdown (reports.render.DIFF)")
     say = progress or (lambda _m: None)
     for side in (before, after):
         if (Path(side) / FLEET_MARKER).is_file():
@@ -138,14 +161,10 @@ def run_diff(
             say(f"analysing {after}")
             ca = stack.enter_context(open_source(Path(after), **opened))
             result = compare(cb, ca, str(before), str(after))
-        if html is not None:
-            from reports.diff_html import diff_html_text
-
-            emit(temp["html"], diff_html_text(result), stdout)
-        if md is not None:
-            from analyzer.diff_text import markdown
-
-            emit(temp["md"], markdown(result), stdout)
+        if html is not None and renderers.html is not None:
+            emit(temp["html"], renderers.html(result), stdout)
+        if md is not None and renderers.markdown is not None:
+            emit(temp["md"], renderers.markdown(result), stdout)
         if json_path is not None:
             doc = json.dumps(to_dict(result), default=_json_default, indent=2, sort_keys=True)
             emit(temp["json"], doc + "\n", stdout)

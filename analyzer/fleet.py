@@ -11,7 +11,11 @@
 4. gathers per-host facts: capture span, CPUs/GPUs, the clock's NTP/chrony state from the
    capture's clock anchors (``host_config`` ``clock.ntp_*``, else the ``ntp`` snapshot),
    findings; a host without sync state is flagged;
-5. writes the HTML overview (`reports.fleet_html`) and, when asked, JSON.
+5. writes the HTML overview and, when asked, JSON.
+
+The HTML (the overview and each host's report) is rendered by the `FleetRenderers` the
+caller passes (the CLI: ``reports.render.FLEET``): this module returns data and never
+imports ``reports``.
 
 JSON (``--json``): ``{"schema_version": 1, "dataset", "hosts": [ranked host dicts],
 "outliers": [...], "metrics": [...], "failed": [...]}``; times ISO 8601 UTC.
@@ -31,8 +35,9 @@ from typing import Any
 import duckdb
 
 from analyzer.errors import HindsightError
-from analyzer.fleet_dataset import build_dataset, expand_inputs, read_marker
+from analyzer.fleet_dataset import HostReport, build_dataset, expand_inputs, read_marker
 from analyzer.fleet_detect import Outlier, detect, rank_hosts
+from analyzer.fleet_heat import heat_strips
 from analyzer.outputs import Outputs, emit, write_text
 from analyzer.query import FLEET_MARKER, attach_fleet_views
 from analyzer.sql import connect_sealed
@@ -56,6 +61,8 @@ class FleetOptions:
 
 @dataclass
 class FleetResult:
+    """The fleet compared: hosts ranked by divergence, their outliers, the heat strips."""
+
     dataset: Path
     hosts: list[dict[str, Any]]  # ranked; failed loads are in ``failed``
     outliers: list[Outlier]
@@ -65,24 +72,42 @@ class FleetResult:
     heat: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class FleetRenderers:
+    """How the fleet's HTML is rendered, supplied by the caller (the analyzer never imports
+    ``reports``). ``page(result, path)``: the overview's text, links relative to ``path``;
+    ``host_report(con, path)``: writes one host's report from its analysed store (a
+    module-level function: it is sent to the worker processes)."""
+
+    page: Callable[[FleetResult, Path], str] | None = None
+    host_report: HostReport | None = None
+
+
 def default_jobs() -> int:
+    """Bundles analysed in parallel by default: one per CPU, at most 4."""
     return max(1, min(os.cpu_count() or 1, 4))
 
 
-def run_fleet(inputs: list[str | Path], options: FleetOptions) -> FleetResult:
+def run_fleet(
+    inputs: list[str | Path], options: FleetOptions, renderers: FleetRenderers | None = None
+) -> FleetResult:
     """Build (or reuse) the fleet dataset for ``inputs``, analyse it, write the report and
-    JSON (claimed first, renamed into place together at the end: `analyzer.outputs`)."""
+    JSON (claimed first, renamed into place together at the end: `analyzer.outputs`).
+    ``renderers`` must render each HTML output the options ask for."""
+    renderers = renderers or FleetRenderers()
+    if options.output is not None and renderers.page is None:
+        raise ValueError("FleetOptions.output needs FleetRenderers.page (reports.render.FLEET)")
+    if options.host_reports and renderers.host_report is None:
+        raise ValueError("--host-reports needs FleetRenderers.host_report (reports.render.FLEET)")
     say = options.progress or (lambda _m: None)
     stdout: list[str] = []
     with Outputs([Path(i) for i in inputs]) as out:
         html = out.add(options.output, "fleet report")
         js = out.add(options.json_path, "JSON")
-        result = _analyse(inputs, options, say, out)
-        if options.output is not None:
+        result = _analyse(inputs, options, say, out, renderers.host_report)
+        if options.output is not None and renderers.page is not None:
             say("rendering fleet report")
-            from reports.fleet_html import fleet_html_text
-
-            emit(html, fleet_html_text(result, options.output), stdout)
+            emit(html, renderers.page(result, options.output), stdout)
         if options.json_path is not None:
             emit(js, json_text(result), stdout)
         out.commit()
@@ -92,9 +117,14 @@ def run_fleet(inputs: list[str | Path], options: FleetOptions) -> FleetResult:
 
 
 def _analyse(
-    inputs: list[str | Path], options: FleetOptions, say: Callable[[str], None], outputs: Outputs
+    inputs: list[str | Path],
+    options: FleetOptions,
+    say: Callable[[str], None],
+    outputs: Outputs,
+    host_report: HostReport | None,
 ) -> FleetResult:
-    """The fleet result; a new dataset is built beside its path (``outputs`` swaps it in)."""
+    """The fleet result; a new dataset is built beside its path (``outputs`` swaps it in).
+    ``host_report`` writes each host's report when ``options.host_reports`` asks for them."""
     if len(inputs) == 1 and (Path(inputs[0]) / FLEET_MARKER).is_file():
         dataset = built = Path(inputs[0])
         loads = read_marker(dataset)
@@ -114,6 +144,7 @@ def _analyse(
             built,
             jobs=options.jobs or default_jobs(),
             reports_dir=reports,
+            render_report=host_report if reports is not None else None,
             debug=options.debug,
             progress=say,
         )
@@ -145,8 +176,6 @@ def _analyse(
             h["outliers"] = [o for o in found["outliers"] if o.host == name]
             ranked.append(h)
         span = _span(con)
-        from reports.fleet_html import heat_strips
-
         heat = heat_strips(con, order, found["outliers"], found["metrics"], span)
     finally:
         con.close()

@@ -163,12 +163,15 @@ class HostLoad:
     report_error: str | None = None
 
 
-def _render(con: Any, path: Path, debug: bool) -> tuple[str | None, str | None]:
-    """The host's own HTML report; a rendering failure costs the report, not the host."""
-    from reports.html import render_html
+#: writes one host's HTML report from its analysed store (the caller's renderer,
+#: e.g. ``reports.html.render_html``: the analyzer never imports ``reports``)
+HostReport = Callable[[Any, Path], object]
 
+
+def _render(con: Any, path: Path, debug: bool, render: HostReport) -> tuple[str | None, str | None]:
+    """The host's own HTML report; a rendering failure costs the report, not the host."""
     try:
-        render_html(con, path)
+        render(con, path)
     except Exception as e:
         if debug:
             raise
@@ -176,8 +179,11 @@ def _render(con: Any, path: Path, debug: bool) -> tuple[str | None, str | None]:
     return str(path), None
 
 
-def _load_one(index: int, source: str, staging: str, report: bool, debug: bool) -> HostLoad:
-    """Analyse one bundle and write its tables to ``staging/<index>/``. Runs in a worker."""
+def _load_one(
+    index: int, source: str, staging: str, report: HostReport | None, debug: bool
+) -> HostLoad:
+    """Analyse one bundle and write its tables to ``staging/<index>/`` (and its report
+    with ``report``). Runs in a worker."""
 
     from analyzer.bundle import bundle_name
     from analyzer.pipeline import Options, run
@@ -196,8 +202,8 @@ def _load_one(index: int, source: str, staging: str, report: bool, debug: bool) 
         load.findings = len(result.findings)
         con = connect_sealed(db)
         try:
-            if report:
-                load.report, load.report_error = _render(con, out / "report.html", debug)
+            if report is not None:
+                load.report, load.report_error = _render(con, out / "report.html", debug, report)
             load.tables = export_tables(
                 con, out / "tables", file_name=PART_FILE, rename={"host": "reported_host"}
             )
@@ -222,16 +228,21 @@ def build_dataset(
     *,
     jobs: int = 1,
     reports_dir: Path | None = None,
+    render_report: HostReport | None = None,
     debug: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> list[HostLoad]:
-    """Analyse every bundle (``jobs`` at a time) and write the dataset at ``dataset``."""
+    """Analyse every bundle (``jobs`` at a time) and write the dataset at ``dataset``;
+    with ``reports_dir`` and ``render_report`` each host's report goes there too."""
+    if reports_dir is not None and render_report is None:
+        raise ValueError("reports_dir needs render_report (e.g. reports.html.render_html)")
     say = progress or (lambda _m: None)
     prepare_output_dir(dataset, FLEET_MARKER)
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=dataset))
     try:
         args = [
-            (i, str(s), str(staging), reports_dir is not None, debug) for i, s in enumerate(sources)
+            (i, str(s), str(staging), render_report if reports_dir is not None else None, debug)
+            for i, s in enumerate(sources)
         ]
         loads: list[HostLoad] = []
         if jobs <= 1 or len(sources) == 1:

@@ -3,6 +3,10 @@
 `run()` is the one entry point the CLI calls. It never lets one bad file stop the
 analysis: a file that cannot be parsed becomes a `collectors` row with status ``failed``
 and its reason (`analyzer.parse_stage`). Only whole-bundle problems raise (`BundleError`).
+
+The report and the Markdown summary are rendered by the `Renderers` the caller passes
+(the CLI: ``reports.render.HOST``) while the analysed store is open: the analyzer never
+imports ``reports`` (layers point one way).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import duckdb
 
 from analyzer import __version__
 from analyzer.bundle import Bundle, Limits, open_bundle
@@ -48,6 +54,20 @@ class Options:
     inputs: list[Path] = field(default_factory=list)  # more inputs no output may overwrite
 
 
+#: renders one document from the analysed store: ``(con, options) -> text``
+Renderer = Callable[[duckdb.DuckDBPyConnection, Options], str]
+
+
+@dataclass(frozen=True)
+class Renderers:
+    """How the documents the options ask for are rendered, supplied by the caller (the
+    analyzer never imports ``reports``): ``report`` the HTML report (``Options.report``),
+    ``markdown`` the ticket summary (``Options.markdown``)."""
+
+    report: Renderer | None = None
+    markdown: Renderer | None = None
+
+
 @dataclass
 class Result:
     """What an analysis produced, for the terminal summary and the JSON output."""
@@ -62,15 +82,21 @@ class Result:
     detectors: list[dict[str, Any]] = field(default_factory=list)
 
 
-def run(source: Path, options: Options) -> Result:
+def run(source: Path, options: Options, renderers: Renderers | None = None) -> Result:
     """Analyse the bundle at ``source`` (archive or directory).
 
     Every output is claimed first and written at a temporary name; all are renamed into
-    place together once the analysis succeeded (`analyzer.outputs`).
+    place together once the analysis succeeded (`analyzer.outputs`). ``renderers`` must
+    render each document the options ask for (a ValueError before any work otherwise).
     """
+    renderers = renderers or Renderers()
+    if options.report is not None and renderers.report is None:
+        raise ValueError("Options.report needs Renderers.report (reports.render.HOST)")
+    if options.markdown is not None and renderers.markdown is None:
+        raise ValueError("Options.markdown needs Renderers.markdown (reports.render.HOST)")
     with Outputs([source, *options.inputs], force=options.force) as out:
         temp = _claim_outputs(out, options)
-        result, texts = _analyse(source, options, temp, out.own_files())
+        result, texts = _analyse(source, options, renderers, temp, out.own_files())
         out.commit()
     for text in texts:  # '-': stdout gets only the document, once everything is in place
         sys.stdout.write(text)
@@ -89,7 +115,11 @@ def _claim_outputs(out: Outputs, options: Options) -> dict[str, Path | None]:
 
 
 def _analyse(
-    source: Path, options: Options, temp: dict[str, Path | None], own: set[Path]
+    source: Path,
+    options: Options,
+    renderers: Renderers,
+    temp: dict[str, Path | None],
+    own: set[Path],
 ) -> tuple[Result, list[str]]:
     """The analysis, its files written at their ``temp`` paths; the text for stdout.
     ``own``: our lock and temporary files, not part of a bundle directory they lie in."""
@@ -124,17 +154,11 @@ def _analyse(
             analysis = analyse(store, debug=options.debug)
             bundle_row |= analysis.bundle_changes  # e.g. the data's span won (signals.py)
             findings = analysis.finding_dicts()
-            if options.report is not None:
+            if options.report is not None and renderers.report is not None:
                 say("rendering report")
-                from reports.html import render_string
-
-                emit(temp["report"], render_string(store.con, role=options.role), stdout)
-            if options.markdown is not None:
-                from reports.markdown import render_markdown
-
-                name = options.report.name if options.report is not None else None
-                text = render_markdown(store.con, role=options.role, report_name=name)
-                emit(temp["Markdown"], text, stdout)
+                emit(temp["report"], renderers.report(store.con, options), stdout)
+            if options.markdown is not None and renderers.markdown is not None:
+                emit(temp["Markdown"], renderers.markdown(store.con, options), stdout)
             result = Result(bundle_row, rows, tables, findings, options.report, options.db)
             result.chains, result.detectors = analysis.chain_dicts(), analysis.status
             if options.json_path is not None:

@@ -17,7 +17,10 @@ from typing import Any
 
 import polars as pl
 
+from analyzer.diff import DiffResult
+from analyzer.outputs import write_text
 from reports.charts import MARGIN, minmax_downsample
+from reports.diff_text import signal_rows
 from reports.fleet_html import page_assets, template_env
 from reports.html import script_json
 
@@ -80,17 +83,13 @@ def _hist_figure(h: dict[str, Any]) -> dict[str, Any]:
     return {"data": traces, "layout": lay}
 
 
-def render_diff_html(result: Any, out_path: Path) -> Path:
-    """Write the diff page for ``result`` (an `analyzer.diff.DiffResult`), atomically."""
-    from analyzer.outputs import write_text
-
+def render_diff_html(result: DiffResult, out_path: Path) -> Path:
+    """Write the diff page for ``result``, atomically."""
     return write_text(Path(out_path), diff_html_text(result), "diff page")
 
 
-def diff_html_text(result: Any) -> str:
-    """The diff page for ``result`` (an `analyzer.diff.DiffResult`) as one HTML string."""
-    from analyzer.diff_text import signal_rows
-
+def diff_html_text(result: DiffResult) -> str:
+    """The diff page for ``result`` as one HTML string."""
     figures: dict[str, Any] = {}
     charts = []
     stats = {s["signal"]: s for s in result.stats}

@@ -28,8 +28,8 @@ import jinja2
 import polars as pl
 from markupsafe import Markup, escape
 
+from analyzer.audit import run_audit
 from reports import charts_events
-from reports.audit import run_audit
 from reports.charts_findings import swimlanes_figure
 from reports.coverage import coverage_context, manifest_rows, reproduce
 from reports.findings_view import build_cards
@@ -40,7 +40,8 @@ from reports.incidents import (
     load_incidents,
     verdict,
 )
-from reports.panels import Frame, all_panels
+from reports.panel_registry import all_panels
+from reports.panels import Frame
 from reports.panels_host import events_frame
 from reports.queries import Store, clip
 from reports.timefmt import TimeFormatter

@@ -1,6 +1,6 @@
 """The Markdown summary for a ticket body (``analyze --md FILE``).
 
-Same facts as the HTML report (:mod:`reports.incidents`, :mod:`reports.audit`,
+Same facts as the HTML report (:mod:`reports.incidents`, :mod:`analyzer.audit`,
 :mod:`reports.coverage`), cut to what a ticket needs: the verdict, ranked incidents with their
 windows and impact, the top remediations, configuration deviations and one coverage line.
 Bounded (:data:`MAX_CHARS`) so it fits any tracker's body limit.
@@ -20,7 +20,7 @@ from typing import Any
 
 import duckdb
 
-from reports.audit import run_audit
+from analyzer.audit import run_audit
 from reports.coverage import coverage_context
 from reports.incidents import detector_status, load_findings, load_incidents, verdict
 from reports.queries import Store

@@ -7,14 +7,13 @@ and the page script adds them to every chart. Each panel keeps the SQL it ran (`
 the appendix can show how to reproduce every number.
 
 This module holds the shared machinery (:class:`Src` alternatives for one series, per-entity
-metric queries, :func:`guarded`) and the registry :data:`PANELS`; the builders live in
-:mod:`reports.panels_host` (CPU, memory, pressure, events) and :mod:`reports.panels_devices`
-(disks, network, cgroups, GPUs, bpftrace histograms).
+metric queries); the builders live in :mod:`reports.panels_host` (CPU, memory, pressure,
+events) and :mod:`reports.panels_devices` (disks, network, cgroups, GPUs, bpftrace
+histograms); :mod:`reports.panel_registry` lists them in page order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -259,41 +258,3 @@ def entity_rows(
 
 def _label(prefix: str, entity: str) -> str:
     return f"'{prefix}' || CAST({entity} AS VARCHAR)" if prefix else f"CAST({entity} AS VARCHAR)"
-
-
-def guarded(pid: str, title: str, group: str, build: Callable[[], Panel]) -> Panel:
-    """Run one panel builder; a store the report did not expect costs that panel, not the page."""
-    try:
-        panel = build()
-        if panel.figure is not None:  # the page shows the title above the chart
-            panel.figure["layout"].get("title", {})["text"] = ""
-        return panel
-    except (duckdb.Error, pl.exceptions.PolarsError, ValueError, TypeError, KeyError) as exc:
-        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-        return Panel(pid, title, group, absent=f"Could not draw this panel ({reason}).")
-
-
-def all_panels(store: Store, events: pl.DataFrame, fr: Frame) -> list[Panel]:
-    """Every panel in page order (absent ones included, they say why)."""
-    from reports import panels_devices as D
-    from reports import panels_host as H
-
-    specs: list[tuple[str, str, str, Callable[[], Panel]]] = [
-        ("p-events", "Kernel events", "Kernel events", lambda: H.events_panel(store, events, fr)),
-        ("p-cpu", "CPU", "CPU", lambda: H.cpu_panel(store, fr)),
-        ("p-percpu", "Per-CPU busy", "CPU", lambda: H.percpu_panel(store, fr)),
-        ("p-runq", "Run queue and CPU pressure", "CPU", lambda: H.runq_panel(store, fr)),
-        ("p-mem", "Memory, swap and reclaim", "Memory", lambda: H.memory_panel(store, fr)),
-        ("p-psi", "Memory and I/O pressure", "Memory", lambda: H.psi_panel(store, fr)),
-        ("p-disk", "Disks", "Disk and network", lambda: D.disk_panel(store, fr)),
-        ("p-net", "Network", "Disk and network", lambda: D.net_panel(store, fr)),
-        ("p-cgroup", "cgroups", "cgroups", lambda: D.cgroup_panel(store, fr)),
-        ("p-gpu", "GPUs", "GPU", lambda: D.gpu_panel(store, fr)),
-        (
-            "p-bpf",
-            "Latency histograms (bpftrace)",
-            "Kernel tracing",
-            lambda: D.bpf_panel(store, fr),
-        ),
-    ]
-    return [guarded(pid, title, group, build) for pid, title, group, build in specs]

@@ -83,7 +83,7 @@ def test_a_crashing_parser_costs_only_its_file(jail: Jail, monkeypatch: pytest.M
 
 
 def test_internal_error_is_short_and_exit_1(jail: Jail, monkeypatch: pytest.MonkeyPatch) -> None:
-    def boom(source: Path, options: object) -> None:
+    def boom(source: Path, options: object, renderers: object = None) -> None:
         raise KeyError("x" * 5000)
 
     monkeypatch.setattr(analyzer.pipeline, "run", boom)
@@ -97,7 +97,7 @@ def test_internal_error_is_short_and_exit_1(jail: Jail, monkeypatch: pytest.Monk
 
 INJECT = """
 import sys, analyzer.pipeline
-def boom(source, options):
+def boom(source, options, renderers=None):
     raise RuntimeError("injected fault")
 analyzer.pipeline.run = boom
 sys.argv = ["analyze", *sys.argv[1:]]

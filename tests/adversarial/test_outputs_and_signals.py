@@ -27,8 +27,8 @@ from hostile import ERROR_PREFIX, FIX, VMSTAT, valid, write_tgz
 from typer.testing import CliRunner
 
 import analyzer.analysis
-import analyzer.diff_text
 import analyzer.fleet
+import reports.diff_text
 import reports.markdown
 from analyzer import __version__
 from analyzer import query as query_module
@@ -261,7 +261,7 @@ def test_export_query_redact_diff_and_fleet_replace_their_outputs_whole(
                 out / "d.json",
                 "-q",
             ],
-            (analyzer.diff_text, "markdown"),
+            (reports.diff_text, "markdown"),
         ),
         "fleet": (
             ["fleet", b, b2, "-j", "1", "-o", out / "f.html", "--json", out / "f.json", "-q"],

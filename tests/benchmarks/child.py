@@ -85,6 +85,7 @@ def analyze(argv: list[str]) -> None:
 
 def stages(bundle: Path, db: Path, html: Path) -> dict[str, float]:
     from analyzer.pipeline import Options, run
+    from reports.render import HOST
 
     marks: list[tuple[str, float]] = []
 
@@ -92,7 +93,7 @@ def stages(bundle: Path, db: Path, html: Path) -> dict[str, float]:
         marks.append((msg, time.perf_counter()))
 
     t0 = time.perf_counter()
-    run(bundle, Options(report=html, db=db, progress=say))
+    run(bundle, Options(report=html, db=db, progress=say), HOST)
     marks.append(("end", time.perf_counter()))
     out: dict[str, float] = {"total": marks[-1][1] - t0}
     for (msg, t), (_, t_next) in itertools.pairwise(marks):

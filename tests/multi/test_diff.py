@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from analyzer.cli import app
 from analyzer.diff import run_diff
+from reports.render import DIFF
 
 BEFORE = HostSpec(
     hostname="gpu01",
@@ -124,7 +125,7 @@ def test_hostile_values_are_escaped_in_html_and_markdown(tmp_path: Path) -> None
     before = write_bundle(tmp_path / "b", BEFORE)
     after_spec = HostSpec(**{**AFTER.__dict__, "sysctls": {"vm.dirty_ratio": evil}})
     after = write_bundle(tmp_path / "a", after_spec)
-    run_diff(before, after, html=tmp_path / "d.html", md=tmp_path / "d.md")
+    run_diff(before, after, html=tmp_path / "d.html", md=tmp_path / "d.md", renderers=DIFF)
     html = (tmp_path / "d.html").read_text()
     assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)" in html
     md = (tmp_path / "d.md").read_text()
@@ -175,7 +176,7 @@ def test_synth_throttled_before_and_free_after_reports_throttling_gone_with_the_
 ) -> None:
     import duckdb
 
-    result = run_diff(*synth_pair, md=tmp_path / "d.md")
+    result = run_diff(*synth_pair, md=tmp_path / "d.md", renderers=DIFF)
     expected = []
     for db in synth_pair:  # the numbers, computed independently by DuckDB from the stored signals
         con = duckdb.connect(str(db), read_only=True)

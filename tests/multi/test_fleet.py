@@ -17,6 +17,7 @@ from analyzer.cli import app
 from analyzer.fleet import FleetOptions, run_fleet
 from analyzer.fleet_dataset import partition_name, row_counts
 from analyzer.query import FLEET_MARKER
+from reports.render import FLEET
 
 SLOW = "node11"
 
@@ -137,7 +138,9 @@ def test_query_reads_the_fleet_dataset_with_a_host_column(fleet) -> None:  # typ
 
 
 def test_the_dataset_can_be_reanalysed_without_the_bundles(fleet, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    result = run_fleet([fleet[0] / "fleet.dataset"], FleetOptions(output=tmp_path / "again.html"))
+    result = run_fleet(
+        [fleet[0] / "fleet.dataset"], FleetOptions(output=tmp_path / "again.html"), FLEET
+    )
     assert result.hosts[0]["host"] == SLOW and len(result.hosts) == 16
 
 
@@ -162,7 +165,7 @@ def test_hostile_and_duplicate_host_names_stay_inside_the_dataset(tmp_path: Path
     bundles = [str(p) for p in sorted(captures.glob("*/hindsight-*"))] + [
         str(captures / "broken.tgz")
     ]
-    result = run_fleet(bundles, FleetOptions(output=tmp_path / "f.html", jobs=1))
+    result = run_fleet(bundles, FleetOptions(output=tmp_path / "f.html", jobs=1), FLEET)
     names = sorted(h["host"] for h in result.hosts)
     assert names == ["dup", "dup-2", "escape"]
     assert [f["source"] for f in result.failed] == [str(captures / "broken.tgz")]
@@ -219,7 +222,7 @@ def test_rerun_over_the_same_folder_skips_the_fleets_own_outputs(tmp_path: Path)
     for i in range(3):
         write_bundle(captures, HostSpec(hostname=f"h{i}", seconds=20))
     out = captures / "fleet.html"
-    first = run_fleet([captures], FleetOptions(output=out, jobs=1, host_reports=True))
+    first = run_fleet([captures], FleetOptions(output=out, jobs=1, host_reports=True), FLEET)
     page = out.read_text()
     for h in first.hosts:  # each host's own report, linked from its section (or why not)
         if h["report"]:
@@ -229,14 +232,14 @@ def test_rerun_over_the_same_folder_skips_the_fleets_own_outputs(tmp_path: Path)
             )
         else:
             assert h["report_error"] and h["report_error"] in page
-    again = run_fleet([str(captures / "*")], FleetOptions(output=out, jobs=1))
+    again = run_fleet([str(captures / "*")], FleetOptions(output=out, jobs=1), FLEET)
     assert len(first.hosts) == len(again.hosts) == 3 and again.failed == []
     assert again.hosts[0]["score"] == 0
 
 
 def test_fewer_than_three_hosts_is_reported_as_nothing_to_compare(tmp_path: Path) -> None:
     bundle = write_bundle(tmp_path / "c", HostSpec(seconds=20))
-    result = run_fleet([bundle], FleetOptions(output=tmp_path / "f.html", jobs=1))
+    result = run_fleet([bundle], FleetOptions(output=tmp_path / "f.html", jobs=1), FLEET)
     from analyzer.fleet import headline
 
     assert headline(result).startswith("Nothing to compare")

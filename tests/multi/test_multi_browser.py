@@ -14,6 +14,7 @@ from multi_bundles import START, HostSpec, const, write_bundle
 
 from analyzer.diff import run_diff
 from analyzer.fleet import FleetOptions, run_fleet
+from reports.render import DIFF, FLEET
 
 pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -48,7 +49,7 @@ def test_diff_page_draws_without_errors_or_network(browser, tmp_path: Path) -> N
         tmp_path / "b", HostSpec(seconds=40, throttled_pct=const(40.0), gpu_util=const(60.0))
     )
     after = write_bundle(tmp_path / "a", HostSpec(seconds=40, start=START + timedelta(hours=2)))
-    run_diff(before, after, html=tmp_path / "diff.html")
+    run_diff(before, after, html=tmp_path / "diff.html", renderers=DIFF)
     assert load(browser, tmp_path / "diff.html", 2) == ([], [])
 
 
@@ -56,5 +57,5 @@ def test_fleet_page_draws_without_errors_or_network(browser, tmp_path: Path) -> 
     for i in range(4):
         spec = HostSpec(hostname=f"h{i}", seconds=40, gpu_util=const(30.0 if i == 2 else 90.0))
         write_bundle(tmp_path / "c", spec)
-    run_fleet([tmp_path / "c"], FleetOptions(output=tmp_path / "fleet.html", jobs=1))
+    run_fleet([tmp_path / "c"], FleetOptions(output=tmp_path / "fleet.html", jobs=1), FLEET)
     assert load(browser, tmp_path / "fleet.html", 2) == ([], [])

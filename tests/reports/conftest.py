@@ -9,6 +9,7 @@ import pytest
 
 from analyzer.pipeline import Options, run
 from reports.browser import Chromium, chromium_path
+from reports.render import HOST
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "h200-checkpoint-stall.tgz"
@@ -26,7 +27,7 @@ def analyse(bundle: Path, out: Path) -> Analysed:
     done = Analysed(out / "report.html", out / "report.md", out / "store.duckdb")
     options = Options(report=done.report, db=done.db)
     options.markdown = done.markdown
-    run(bundle, options)
+    run(bundle, options, HOST)
     return done
 
 

@@ -8,9 +8,9 @@ import duckdb
 import pytest
 from report_stores import FULL, build
 
-from reports.audit import infer_role, run_audit
-from reports.audit_facts import Facts, normalise_cgroup
-from reports.audit_rules import RULES, rules_markdown
+from analyzer.audit import infer_role, run_audit
+from analyzer.audit.facts import Facts, normalise_cgroup
+from analyzer.audit.rules import RULES, rules_markdown
 from reports.queries import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,6 +123,6 @@ def test_role_is_inferred_from_processes_then_gpu_use(
 def test_docs_carry_the_generated_audit_rules_table() -> None:
     doc = (ROOT / "docs" / "report.md").read_text(encoding="utf-8")
     block = doc.split("<!-- audit-rules:start -->\n", 1)[1].split("<!-- audit-rules:end -->", 1)[0]
-    assert block == rules_markdown(), "docs/report.md is stale: run python -m reports.audit_rules"
+    assert block == rules_markdown(), "docs/report.md is stale: run python -m analyzer.audit.rules"
     for rule in RULES:
         assert f"`{rule.id}`" in block

@@ -1,4 +1,4 @@
-"""The docstring examples of the reports package run and hold."""
+"""The docstring examples of the reports package (and the audit it shows) run and hold."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import importlib
 import pytest
 
 MODULES = [
-    "reports.audit", "reports.audit_facts", "reports.charts", "reports.charts_events",
+    "analyzer.audit", "analyzer.audit.facts", "reports.charts", "reports.charts_events",
     "reports.downsample", "reports.html", "reports.incidents", "reports.markdown",
-    "reports.panels_devices", "reports.timefmt",
+    "reports.panels_devices", "reports.timefmt", "reports.diff_text",
 ]  # fmt: skip
 
 

@@ -2,7 +2,7 @@
 
 The chart payload depends on the point budget (min/max per bucket, ≈2 400 points per chart
 row, 900 heatmap columns), not on the sample count, so the store is sampled every 10 s here
-(1.1 M mpstat rows) to keep the test fast; ``python -m reports.bench`` measures the 1 s
+(1.1 M mpstat rows) to keep the test fast; ``python -m tests.tools.bench`` measures the 1 s
 version and the render time in Chromium (docs/performance.md). Random values are the worst
 case for size.
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from reports.bench import scale_store
 from reports.html import render_html
+from tests.tools.bench import scale_store
 
 pytestmark = pytest.mark.slow
 

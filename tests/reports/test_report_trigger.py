@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from analyzer.pipeline import Options, run
+from reports.render import HOST
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -25,7 +26,7 @@ def test_trigger_is_a_red_line_at_its_time_and_named_in_the_summary(tmp_path: Pa
     }
     (d / "manifest.json").write_text(json.dumps(manifest))
     report = tmp_path / "r.html"
-    run(d, Options(report=report))
+    run(d, Options(report=report), HOST)
     html = report.read_text(encoding="utf-8")
     assert "Cut by the flight recorder" in html
     assert "psi:memory:some:avg10&gt;20 &lt;b&gt;x&lt;/b&gt;" in html

@@ -1,5 +1,7 @@
 """Text forms of a `DiffResult`: the Markdown ticket body (``--md``) and the terminal summary.
 
+Renderers, like the diff page (`reports.diff_html`): `analyzer.diff` computes the result.
+
 Strings that come from bundles (host names, finding titles, config values) are escaped
 for Markdown tables (``|``, backticks, newlines, HTML brackets) so they cannot break the
 table or inject markup; control characters are dropped.
@@ -28,6 +30,7 @@ def md_escape(value: Any) -> str:
 
 
 def fmt(v: Any, unit: str = "") -> str:
+    """A value for a table cell: floats to 0 or 1 decimal, None as '–', ``unit`` after."""
     if v is None:
         return "–"
     s = str(v)
@@ -42,6 +45,7 @@ def signal_rows(r: DiffResult, *, all_rows: bool = False) -> list[dict[str, Any]
 
 
 def markdown(r: DiffResult) -> str:
+    """The Markdown document of ``r`` (``hindsight diff --md``)."""
     b, a = r.before, r.after
     lines = [
         "# Hindsight diff",

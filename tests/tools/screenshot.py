@@ -1,4 +1,4 @@
-"""Regenerate docs/img/report.png, the README's screenshot: ``python -m reports.screenshot``.
+"""Regenerate docs/img/report.png, the README's screenshot: ``python -m tests.tools.screenshot``.
 
 Analyses the real H200 sample (samples/h200-checkpoint-stall.tgz) with the pipeline, opens
 the report in headless Chromium (:mod:`reports.browser`) and captures the top of the page:
@@ -12,7 +12,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "h200-checkpoint-stall.tgz"
 OUT = ROOT / "docs" / "img" / "report.png"
 WIDTH, HEIGHT = 1280, 1500
@@ -24,10 +24,11 @@ def screenshot(
     """Analyse ``bundle``, render its report and write a PNG of its first ``height`` pixels."""
     from analyzer.pipeline import Options, run
     from reports.browser import open_report
+    from reports.render import HOST
 
     with tempfile.TemporaryDirectory(prefix="hs-shot-") as tmp:
         report = Path(tmp) / "report.html"
-        run(bundle, Options(report=report))
+        run(bundle, Options(report=report), HOST)
         with open_report(report, width=width, height=height) as (page, load):
             if not load.rendered or load.errors:
                 raise RuntimeError(f"report did not render cleanly: {load.errors[:3]}")
@@ -38,8 +39,9 @@ def screenshot(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Write the screenshot; print its path and size."""
     ap = argparse.ArgumentParser(
-        prog="python -m reports.screenshot", description=__doc__.split("\n")[0]
+        prog="python -m tests.tools.screenshot", description=__doc__.split("\n")[0]
     )
     ap.add_argument("--bundle", type=Path, default=SAMPLE)
     ap.add_argument("--out", type=Path, default=OUT)

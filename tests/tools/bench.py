@@ -1,4 +1,4 @@
-"""Measure the report's size and render time for a large store: ``python -m reports.bench``.
+"""Measure the report's size and render time for a large store: ``python -m tests.tools.bench``.
 
 Builds (or takes) a store, renders the HTML report, then opens it in headless Chromium
 (:mod:`reports.browser`) several times and reports the file size and the time until every
@@ -15,8 +15,8 @@ Stores:
 
 Example::
 
-    python -m reports.bench --hours 24 --runs 3
-    python -m reports.bench --bundle samples/h200-checkpoint-stall.tgz
+    python -m tests.tools.bench --hours 24 --runs 3
+    python -m tests.tools.bench --bundle samples/h200-checkpoint-stall.tgz
 """
 
 from __future__ import annotations
@@ -185,7 +185,10 @@ def measure(report: Path, runs: int = 3) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m reports.bench", description=__doc__.split("\n")[0])
+    """Build or analyse, render, measure; print the figures as JSON."""
+    ap = argparse.ArgumentParser(
+        prog="python -m tests.tools.bench", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("--hours", type=float, default=24)
     ap.add_argument("--step", type=int, default=1, help="sampling step of the synthetic store (s)")
     ap.add_argument(
@@ -199,8 +202,9 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         if args.bundle:
             from analyzer.pipeline import Options, run
+            from reports.render import HOST
 
-            run(args.bundle, Options(report=report, db=Path(tmp) / "b.duckdb"))
+            run(args.bundle, Options(report=report, db=Path(tmp) / "b.duckdb"), HOST)
             build_s = render_s = None
             total_s = time.perf_counter() - t
         else:

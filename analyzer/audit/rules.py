@@ -1,9 +1,9 @@
 """The configuration audit's recommendations, one :class:`Rule` per setting.
 
 Each rule states the recommended value for a training host and for an inference host, why it
-matters, the fix, and its check (:mod:`reports.audit_checks`) returning
+matters, the fix, and its check (:mod:`analyzer.audit.checks`) returning
 ``(observed, status, detail)`` rows (status: ok | deviation | advice | unknown).
-docs/report.md reproduces this table (``python -m reports.audit_rules``); a test keeps them
+docs/report.md reproduces this table (``python -m analyzer.audit.rules``); a test keeps them
 in step.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reports.audit_checks import (
+from analyzer.audit.checks import (
     Check,
     affinity,
     cgroup_memory,
@@ -33,7 +33,7 @@ from reports.audit_checks import (
     topology,
     zero_sysctl,
 )
-from reports.audit_facts import Facts
+from analyzer.audit.facts import Facts
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ RULES: list[Rule] = [
 
 
 def rules_markdown() -> str:
-    """The rules as the Markdown table in docs/report.md (``python -m reports.audit_rules``)."""
+    """The rules as the Markdown table in docs/report.md (``python -m analyzer.audit.rules``)."""
     out = ["| id | area | setting | training host | inference host | why it matters | fix |",
            "|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in RULES:

@@ -1,13 +1,14 @@
 """Host configuration audit: the snapshot's tuning against recommended values for training
 and for inference hosts, each deviation with why it matters and the command that fixes it.
 
-``run_audit(store, role)`` → :class:`Audit`. ``role`` is ``training``, ``inference`` or
+``run_audit(store, role)`` → :class:`Audit` (``store``: an `analyzer.catalog.Catalog` of the
+analysed store). The audit judges; the report only shows its result. ``role`` is ``training``, ``inference`` or
 ``auto`` (inferred from the processes and GPUs seen, :func:`infer_role`). Statuses: ``ok``;
 ``deviation`` (differs from the recommendation for this role); ``advice`` (worth a look,
 not wrong); ``unknown`` (the snapshot lacks it: not captured is not the same as fine).
 
-The recommendations are the table :data:`reports.audit_rules.RULES` (documented in
-docs/report.md, checked by a test). The facts come from :mod:`reports.audit_facts`.
+The recommendations are the table :data:`analyzer.audit.rules.RULES` (documented in
+docs/report.md, checked by a test). The facts come from :mod:`analyzer.audit.facts`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from reports.audit_facts import Facts, load_facts
-from reports.audit_rules import RULES
-from reports.queries import Store
+from analyzer.audit.facts import Facts, load_facts
+from analyzer.audit.rules import RULES
+from analyzer.catalog import Catalog
 
 ROLES = ("training", "inference")
 STATUS_ORDER = ["deviation", "advice", "unknown", "ok"]
@@ -36,6 +37,8 @@ TRAINING_MARKERS = (
 
 @dataclass
 class Audit:
+    """The audit's result: the role judged for, why, and one row per rule check."""
+
     role: str
     role_reason: str
     role_inferred: bool
@@ -82,7 +85,8 @@ def infer_role(facts: Facts) -> tuple[str, str]:
     return "training", "no GPU activity or role marker seen; training assumed"
 
 
-def run_audit(store: Store, role: str = "auto") -> Audit:
+def run_audit(store: Catalog, role: str = "auto") -> Audit:
+    """Every rule of `RULES` checked against the store's snapshot, deviations first."""
     facts = load_facts(store)
     inferred = role not in ROLES
     if inferred:

@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from analyzer.catalog import Catalog
 from analyzer.sql import ident
-from reports.queries import Store
 
 UNLIMITED = "max"
 # raw v1 / v2 file name -> normalised key (cpu.max is split into quota and period)
@@ -120,7 +120,7 @@ class Facts:
         return {k[len(prefix) :]: v for k, v in self.kv.items() if k.startswith(prefix)}
 
 
-def load_facts(store: Store) -> Facts:
+def load_facts(store: Catalog) -> Facts:
     facts = Facts()
     if store.usable("host_config", "key", "value"):
         snap = "snapshot" if "snapshot" in store.columns("host_config") else "NULL"
@@ -141,7 +141,7 @@ def load_facts(store: Store) -> Facts:
     return facts
 
 
-def _cgroups(store: Store, facts: Facts) -> None:
+def _cgroups(store: Catalog, facts: Facts) -> None:
     for key, value in facts.kv.items():
         if not key.startswith("cgroup."):
             continue
@@ -166,7 +166,7 @@ def _cgroups(store: Store, facts: Facts) -> None:
                 facts.cgroups.setdefault(str(cg or "/"), {}).setdefault(k, nv)
 
 
-def _measured(store: Store, facts: Facts) -> None:
+def _measured(store: Catalog, facts: Facts) -> None:
     if store.usable("meminfo", "key", "value_kb"):
         facts.mem_total_kb, facts.swap_total_kb = store.con.sql(
             "SELECT max(value_kb) FILTER (WHERE key = 'MemTotal'), "

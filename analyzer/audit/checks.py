@@ -1,6 +1,6 @@
-"""The configuration audit's checks: one function per rule of :mod:`reports.audit_rules`.
+"""The configuration audit's checks: one function per rule of :mod:`analyzer.audit.rules`.
 
-Each takes the snapshot :class:`reports.audit_facts.Facts` and the host role and returns
+Each takes the snapshot :class:`analyzer.audit.facts.Facts` and the host role and returns
 ``(observed, status, detail)`` rows; status is ok | deviation | advice | unknown.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from reports.audit_facts import UNLIMITED, Facts, cpu_count
+from analyzer.audit.facts import UNLIMITED, Facts, cpu_count
 
 Check = tuple[str, str, str]
 GIB = 1 << 30
