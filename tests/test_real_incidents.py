@@ -156,6 +156,20 @@ CAPTURE_S = 38  # the bursts start 2 s after the collectors, then every 12 s
 MAX_DD = timedelta(seconds=BURST_EVERY_S - 5)  # a slower last fsync, and bursts merge
 
 
+def test_the_loader_phase_names_the_busy_workload_never_an_idle_process(h200: dict) -> None:
+    """The H200 capture's pidstat followed only the start's PIDs (the workload started
+    later): the loader-phase finding names the end ps snapshot's python3 workload.py, said
+    to be from the snapshot, not pid 1 process_api at 0 %."""
+    (loader,) = [
+        f
+        for f in _of(h200, "GPU_STARVATION")
+        if "contention" in f["summary"] or "loader" in f["summary"]
+    ][:1]
+    procs = [e for e in loader["evidence"] if e["signal"] == "process_cpu_pct"]
+    assert procs and procs[0]["value"] >= 100, procs
+    assert "workload.py" in procs[0]["note"] and "ps snapshot" in procs[0]["note"], procs
+
+
 def _cpu_cgroup_root() -> tuple[Path, str] | None:
     """(mount point, "v1" | "v2") of a cgroup hierarchy with the cpu controller."""
     mounts = Path("/proc/self/mounts").read_text().splitlines()
@@ -342,3 +356,19 @@ def _bursts(db: Path, drop: tuple[str, ...] = ()) -> list[tuple[datetime, dateti
         return checkpoint_stall.write_bursts(ctx)[0]
     finally:
         con.close()
+
+
+def test_a_kill_from_the_kernel_log_history_says_how_long_before_the_capture() -> None:
+    """samples/real/cpu-throttle.tgz: its ring buffer holds a kill of 22:33:24, ten
+    minutes before the capture's first sample (22:43:49): the title and the summary say
+    so; a kill inside a capture says nothing of the kind (memcg-oom.tgz)."""
+    from analyzer import pipeline
+
+    real = Path(__file__).resolve().parents[1] / "samples" / "real"
+    old = pipeline.run(real / "cpu-throttle.tgz", pipeline.Options(report=None)).findings
+    (kill,) = [f for f in old if f["key"] == "OOM_KILL"]
+    assert kill["title"].endswith(", 10 min before the capture"), kill["title"]
+    assert "(10 min before the capture, from the kernel log history)" in kill["summary"]
+    now = pipeline.run(real / "memcg-oom.tgz", pipeline.Options(report=None)).findings
+    inside = [f for f in now if f["key"] == "OOM_KILL" and "23:1" in f["summary"]]
+    assert inside and all("before the capture" not in f["title"] for f in inside), inside

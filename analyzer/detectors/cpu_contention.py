@@ -32,6 +32,7 @@ from analyzer.detectors._base import (
     unit_of,
     worst,
 )
+from analyzer.detectors._who import busy_processes
 from analyzer.findings import Evidence, Finding, NotEvaluated
 from analyzer.intervals import Window, overlap_s
 
@@ -304,9 +305,9 @@ def _dur(w: Window) -> float:
 def _finding(ctx: Context, m: Model, w: Window, gbase: float | None, dips: list) -> Finding:
     st = _stats(ctx, m, w)
     cpus = _per_cpu(ctx, w)
-    pinned = _pinned(m, st, cpus)
     hot = cpus[0]["cpu"] if cpus and cpus[0]["busy"] >= T["cpu_hot_pct"] else None
-    procs = _procs(ctx, w, pinned if pinned is not None else hot)
+    procs = _procs(ctx, w, hot)
+    pinned = _pinned(m, st, cpus, procs)
     near = [d for d in dips if overlap_s(w, d) > 0]
     lost = sum(ctx.gpu_seconds_lost(d, gbase) or 0.0 for d in near) if near else None
     sev = worst(
@@ -325,7 +326,7 @@ def _finding(ctx: Context, m: Model, w: Window, gbase: float | None, dips: list)
         end=w[1],
         summary=_summary(ctx, m, w, st, cpus, procs, pinned),
         impact=impact,
-        evidence=_evidence(ctx, m, w, st) + _cpu_evidence(cpus) + _proc_evidence(procs),
+        evidence=_evidence(ctx, m, w, st) + _cpu_evidence(cpus) + _proc_evidence(procs[:5]),
         remediation=REMEDIATION,
     )
 
@@ -392,32 +393,48 @@ def _per_cpu(ctx: Context, w: Window) -> list[dict]:
     ).to_dicts()
 
 
-def _pinned(m: Model, st: dict[str, float | None], cpus: list[dict]) -> int | None:
+def _pinned(
+    m: Model, st: dict[str, float | None], cpus: list[dict], procs: list[dict]
+) -> int | None:
     """The CPU tasks were stuck on: the hottest, saturated, while another CPU had room
-    (>= pinned_gap_pct less busy), or while the tasks on it waited (pidstat %wait)."""
+    (>= pinned_gap_pct less busy), or while tasks that never left it waited (pidstat
+    %wait; tasks that waited but moved between CPUs were queued host-wide, not pinned)."""
     if len(cpus) < 2 or cpus[0]["busy"] < T["cpu_hot_pct"]:
         return None
+    hot = int(cpus[0]["cpu"])
     pw = m.part("cpu_wait_pct")
-    waited = pw is not None and (st["wait"] or 0.0) >= pw.thr
+    stuck = any(p["ncpu"] == 1 and p["on_cpu"] == hot and (p["wait"] or 0) >= 1 for p in procs)
+    waited = pw is not None and (st["wait"] or 0.0) >= pw.thr and stuck
     if waited or cpus[0]["busy"] - cpus[-1]["busy"] >= T["pinned_gap_pct"]:
-        return int(cpus[0]["cpu"])
+        return hot
     return None
 
 
-def _procs(ctx: Context, w: Window, cpu: int | None, n: int = 5) -> list[dict]:
-    """pidstat's busiest or most waiting processes in ``w`` with the CPU they ran on, and
-    those that stayed on ``cpu`` (the pinned or hottest one), busy or not: pidstat sees
-    only the PIDs it watches, not their children (a pinned parent's workers)."""
-    if not ctx.rows("pidstat"):
-        return []
-    return ctx.query(
-        "SELECT pid, any_value(command) AS cmd, avg(cpu_pct) AS pcpu, avg(wait_pct) AS wait, "
-        "mode(cpu) AS on_cpu, count(DISTINCT cpu) AS ncpu FROM pidstat WHERE tid IS NULL "
-        "AND since_boot IS NOT TRUE AND second_of(ts) >= $lo AND second_of(ts) < $hi GROUP BY pid "
-        "HAVING avg(cpu_pct) >= 1 OR avg(wait_pct) >= 1 OR (count(DISTINCT cpu) = 1 AND min(cpu) = $pin) "
-        "ORDER BY coalesce(avg(cpu_pct), 0) + coalesce(avg(wait_pct), 0) DESC, pid LIMIT $n",
-        {"lo": w[0], "hi": w[1], "n": int(n), "pin": -1 if cpu is None else int(cpu)},
-    ).to_dicts()
+def _procs(ctx: Context, w: Window, cpu: int | None, n: int = 12) -> list[dict]:
+    """pidstat's busiest or most waiting processes in ``w`` (`_who.busy_processes`: means
+    over the window's reports) with the CPU they ran on, and those that stayed on ``cpu``
+    (the pinned or hottest one), busy or not."""
+    keep = [
+        p
+        for p in busy_processes(ctx, w)
+        if (p["pcpu"] or 0) >= 1
+        or (p["wait"] or 0) >= 1
+        or (cpu is not None and p["ncpu"] == 1 and p["min_cpu"] == cpu)
+    ]
+    return keep[:n]
+
+
+def _who(procs: list[dict]) -> str:
+    """'stress-ng-cpu x4 (104%), python (93%)': the busiest commands, their processes'
+    shares (% of one CPU) added up."""
+    by: dict[str, list[float]] = {}
+    for p in procs:
+        if (p["pcpu"] or 0) >= 1:
+            by.setdefault(p["cmd"], []).append(p["pcpu"])
+    top = sorted(by.items(), key=lambda kv: -sum(kv[1]))[:3]
+    return ", ".join(
+        f"{cmd}{f' ×{len(v)}' if len(v) > 1 else ''} ({sum(v):.0f}%)" for cmd, v in top
+    )
 
 
 def _summary(
@@ -454,8 +471,7 @@ def _summary(
             text += ", pinned there: " + ", ".join(f"{p['cmd']} (pid {p['pid']})" for p in stuck)
     elif cpus:
         text += f"; hottest CPU {cpus[0]['cpu']} ({cpus[0]['busy']:.0f}% busy)"
-    busy = [p for p in procs if (p["pcpu"] or 0) >= 1][:3]
-    who = ", ".join(f"{p['cmd']} ({p['pcpu']:.0f}%)" for p in busy)
+    who = _who(procs)
     return text + (f"; busiest: {who}" if who else "") + "."
 
 
@@ -521,7 +537,7 @@ def _proc_evidence(procs: list[dict]) -> list[Evidence]:
             r(p["pcpu"] or 0.0),
             None,
             "%",
-            f"pid {p['pid']} {p['cmd']}: mean %CPU (mean %wait {p['wait'] or 0:.0f}%), "
+            f"pid {p['pid']} {p['cmd']}: mean %CPU over the window's pidstat reports (mean %wait {p['wait'] or 0:.0f}%), "
             + (f"only on CPU {p['on_cpu']}" if p["ncpu"] == 1 else f"mostly on CPU {p['on_cpu']}"),
         )
         for p in procs

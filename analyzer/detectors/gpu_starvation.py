@@ -13,6 +13,7 @@ from __future__ import annotations
 from analyzer.detectors import _dips, checkpoint_stall
 from analyzer.detectors._base import GPU_DIP, Context, gpu_loss_severity, r, span, unit_of
 from analyzer.detectors._dips import Segment
+from analyzer.detectors._who import busy_processes, snapshot_top
 from analyzer.findings import Evidence, Finding, NotEvaluated
 from analyzer.intervals import Window, periodicity
 
@@ -165,20 +166,27 @@ def _evidence(ctx: Context, seg: Segment, dips: list) -> list[Evidence]:
                 "peak",
             )
         )
-    if seg.cause in ("cpu_loader", "cpu_contention") and ctx.rows("pidstat"):
-        top = ctx.query(
-            "SELECT pid, any_value(command) AS cmd, avg(cpu_pct) AS cpu FROM pidstat WHERE tid IS NULL AND since_boot IS NOT TRUE "
-            "AND ts >= $lo AND ts < $hi GROUP BY pid ORDER BY cpu DESC NULLS LAST LIMIT 1",
-            {"lo": w[0], "hi": w[1]},
-        )
-        if top.height and top["cpu"][0] is not None:
-            ev.append(
-                Evidence(
-                    "process_cpu_pct",
-                    r(top["cpu"][0]),
-                    None,
-                    "%",
-                    f"busiest process: pid {top['pid'][0]} {top['cmd'][0]}",
-                )
-            )
+    if seg.cause in ("cpu_loader", "cpu_contention"):
+        ev += _busiest(ctx, w)
     return ev
+
+
+def _busiest(ctx: Context, w: Window) -> list[Evidence]:
+    """The busiest process of the dip: pidstat's (mean %CPU over the window's reports, at
+    least 1 %), else the last ps snapshot's top process (ps: average over its lifetime),
+    else nothing — never a process that was idle."""
+    top = [p for p in busy_processes(ctx, w) if (p["pcpu"] or 0) >= 1][:1]
+    if top:
+        p = top[0]
+        note = f"busiest process: pid {p['pid']} {p['cmd']} (mean %CPU over the window's pidstat reports)"
+        return [Evidence("process_cpu_pct", r(p["pcpu"]), None, "%", note)]
+    snap = snapshot_top(ctx, 1)
+    if not snap or (snap[0]["cpu_pct"] or 0) < 1:
+        return []
+    p = snap[0]
+    what = " ".join(str(p["args"] or p["comm"] or "?").split())[:80]
+    note = (
+        f"pidstat saw no busy process here; busiest in the {p['snapshot'] or ''} ps snapshot: "
+        f"pid {p['pid']} {what} (ps %CPU: average over the process's lifetime)"
+    )
+    return [Evidence("process_cpu_pct", r(p["cpu_pct"]), None, "%", note)]

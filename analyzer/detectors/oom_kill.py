@@ -169,14 +169,17 @@ def _from_dmesg(ctx: Context, k: dict) -> Finding:
         *_ramp(ctx, t),
         *_memcg_ramp(ctx, memcg, t),
     ]
+    first = ctx.signals["ts"].min() if ctx.signals.height else None
+    before = _how_long_before(first, t)
     return Finding(
         key="OOM_KILL",
         kind=NAME,
-        title=f"OOM killer killed {k.get('comm')} (pid {k.get('pid')})",
+        title=f"OOM killer killed {k.get('comm')} (pid {k.get('pid')})"
+        + (f", {before}" if before else ""),
         severity="critical",
         start=second_of(t),  # the second of the kill, on the signals grid
         end=second_of(t) + timedelta(seconds=1),
-        summary=f"At {hhmmss(t)} UTC the kernel killed {k.get('comm')} (pid {k.get('pid')}, {rss_kb / 1024:.0f} MiB resident) because {scope} ran out of memory.",
+        summary=f"At {hhmmss(t)} UTC{f' ({before}, from the kernel log history)' if before else ''} the kernel killed {k.get('comm')} (pid {k.get('pid')}, {rss_kb / 1024:.0f} MiB resident) because {scope} ran out of memory.",
         impact={
             "processes_killed": 1,
             "rss_freed_mb": r(rss_kb / 1024, 0),
@@ -187,9 +190,23 @@ def _from_dmesg(ctx: Context, k: dict) -> Finding:
         log_lines=lines,
         remediation=REMEDIATION,
         caveats=[]
-        if ctx.signals.height == 0 or ctx.signals["ts"].min() <= t
-        else ["The kill happened before the capture started (kernel log history)."],  # type: ignore[operator]
+        if not before
+        else ["The kill happened before the capture started (kernel log history)."],
     )
+
+
+def _how_long_before(first: datetime | None, t: datetime) -> str | None:
+    """'12 min before the capture' for a kill older than the capture's first sample."""
+    if first is None or t >= first:
+        return None
+    s = (first - t).total_seconds()
+    if s < 90:
+        return f"{s:.0f} s before the capture"
+    if s < 2 * 3600:
+        return f"{s / 60:.0f} min before the capture"
+    if s < 2 * 86400:
+        return f"{s / 3600:.0f} h before the capture"
+    return f"{s / 86400:.0f} days before the capture"
 
 
 def _from_cgroups(ctx: Context, have_dmesg: bool) -> list[Finding]:

@@ -378,6 +378,21 @@ def _pid_col(col: str) -> Callable[[Ctx, str], float]:
     return lambda c, stat: _agg([r[col] for r in _pid(c)[1] if col in r], stat)
 
 
+def _reports(c: Ctx) -> int:
+    """pidstat reports (distinct stamps, any process) in the window."""
+    stamps = {t for rows in _pidstat(c["b"]).values() for t, _ in rows}
+    n = len(_overlap([(t, t) for t in sorted(stamps)], c["a"], c["z"], 1))
+    if not n:
+        raise NotRecomputed("no pidstat report in the window")
+    return n
+
+
+def _pid_share(col: str) -> Callable[[Ctx, str], float]:
+    """Mean of ``col`` over the window's pidstat reports, a report without the process
+    counting 0 (pidstat without -p prints only active tasks)."""
+    return lambda c, stat: sum(r.get(col, 0.0) for r in _pid(c)[1]) / _reports(c)
+
+
 def _pid_extra(c: Ctx, label: str) -> float:
     """The note's other numbers about the process: MB written, %system up to, %wait mean."""
     rows = _pid(c)[1]
@@ -386,7 +401,7 @@ def _pid_extra(c: Ctx, label: str) -> float:
     if label == "%system up to":
         return _agg([r["%system"] for r in rows], "max")
     if label == "mean %wait":
-        return _agg([r["%wait"] for r in rows], "mean")
+        return sum(r.get("%wait", 0.0) for r in rows) / _reports(c)
     raise NotRecomputed(label)
 
 
@@ -631,7 +646,7 @@ RULES: list[tuple[tuple[str, ...], str, Callable[[Ctx, str], float], str]] = [
     (("*",), r"page_cache_write_kb_s", _page_cache_growth, "max"),
     (("*",), r"process_write_kb_s", _pid_col("kB_wr/s"), "max"),
     (("*",), r"process_read_kb_s", _pid_col("kB_rd/s"), "mean"),
-    (("*",), r"process_cpu_pct", _pid_col("%CPU"), "mean"),
+    (("*",), r"process_cpu_pct", _pid_share("%CPU"), "mean"),
     (("cpu_throttle",), r"throttled_pct|throttled_ms_per_s", _throttle, "mean"),
     (("cpu_throttle",), r"usage_pct", _cpu_usage, "mean"),
     (("cpu_throttle",), r"cpu\.quota", _quota, "value"),

@@ -420,3 +420,29 @@ def test_max_mb_stops_collecting_and_says_so(tmp_path: Path) -> None:
     check_manifest(m)
     assert m["stop_reason"] == "max_mb"
     assert m["clock"]["end_epoch_s"] - m["clock"]["start_epoch_s"] < 20
+
+
+@pytest.mark.capture
+def test_pidstat_sees_a_process_that_started_after_the_capture(tmp_path: Path) -> None:
+    """pidstat follows every active task, not the PIDs of the start: a busy loop started
+    two seconds in (with a forked child) is in pidstat.out under both PIDs."""
+    if not shutil.which("pidstat"):
+        pytest.skip("needs sysstat (pidstat)")
+    out = tmp_path / "out"
+    cap = start_capture(out, "-d", "7", "-i", "1", "--no-gpu", "--no-bpf")
+    time.sleep(2.5)
+    loop = "sh -c 'while :; do :; done' & while :; do :; done"
+    busy = subprocess.Popen(["sh", "-c", loop], start_new_session=True)
+    time.sleep(3)
+    child = subprocess.run(
+        ["pgrep", "-P", str(busy.pid)], capture_output=True, text=True
+    ).stdout.split()
+    os.killpg(busy.pid, signal.SIGKILL)
+    busy.wait()
+    assert cap.wait(timeout=90) == 0
+    bdir = bundle_dir(out)
+    pidstat = check_manifest(load_manifest(bdir), bdir)["pidstat"]
+    assert pidstat["status"] == "ok" and " -p " not in pidstat["command"], pidstat
+    rows = [ln.split() for ln in (bdir / pidstat["output"]).read_text().splitlines()]
+    pids = {r[2] for r in rows if len(r) > 8 and r[0].isdigit() and float(r[7]) >= 50}
+    assert str(busy.pid) in pids and child and child[0] in pids, (busy.pid, child, pids)
