@@ -33,7 +33,8 @@ from analyzer.bundle import BundleFile
 from analyzer.errors import LimitError, ParseError
 from analyzer.manifest import Manifest, is_exit_code, load_manifest
 from analyzer.parsers import PARSERS
-from analyzer.parsers.base import Coverage, ParseContext, ParseResult, line_bounds_violation
+from analyzer.parsers._read import line_bounds_violation
+from analyzer.parsers.base import Coverage, ParseContext, ParseResult
 from analyzer.scheduler import BiggestFirst
 from analyzer.sniff import COMPANION_SUFFIXES, Identified, identify_all
 from analyzer.store import Store

@@ -28,7 +28,7 @@ from analyzer.manifest import Manifest, bundle_path
 from analyzer.names import fs_text
 from analyzer.outputs import Outputs, emit, write_text
 from analyzer.parse_stage import ParseStage, is_history
-from analyzer.parsers.base import remove_scratch
+from analyzer.parsers._read import remove_scratch
 from analyzer.sniff import identify_all
 from analyzer.sql import ident, seal
 from analyzer.store import Store

@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from analyzer.bundle import BundleFile
 from analyzer.manifest import Manifest
 from analyzer.parsers import PARSERS
-from analyzer.parsers.base import read_head
+from analyzer.parsers._read import read_head
 
 MIN_CONFIDENCE = 0.5
 MANIFEST_TOOL_BONUS = 0.15

@@ -2,7 +2,7 @@
 
 Private helper of the chunked parsers (bpftrace text, nvidia_dmon, psi, sar). A block's
 lines (`Block.lines`: ``line_no`` UInt32 1-based, ``line`` String) are exactly the lines
-`base.read_lines` gives for the same part of the file (``\\r\\n`` and a final ``\\r``
+`_read.read_lines` gives for the same part of the file (``\\r\\n`` and a final ``\\r``
 removed, NUL bytes dropped); they are only split when a parser asks (`Block`). The
 caller's ``cut(buf, limit)`` picks where a block ends: the byte offset of a line start in
 ``(0, limit]`` where its parser keeps no state it cannot carry over, or -1 when ``buf``
@@ -12,7 +12,7 @@ so a file without any cut point is one block — the same as reading it whole). 
 depend on the next lines, never counted twice.
 
 Memory is a few blocks of ``CHUNK_BYTES`` whatever the file size. Invalid UTF-8 is
-replaced block by block, with the same result as `base.read_lines`' repaired copy.
+replaced block by block, with the same result as `_read.read_lines`' repaired copy.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class Block:
 
 
 def _utf8(data: bytes) -> bytes:
-    """``data`` with invalid UTF-8 replaced by U+FFFD, as `base.utf8_clean_copy` does (a
+    """``data`` with invalid UTF-8 replaced by U+FFFD, as `_read.utf8_clean_copy` does (a
     newline ends every byte sequence, so block by block gives the same text)."""
     if not data.isascii():
         try:

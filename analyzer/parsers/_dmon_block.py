@@ -11,7 +11,7 @@ Two ways to the same values for a data row:
   header group's layout and have the exact shapes listed there are typed from their
   bytes with numpy (the values the regular typing gives those shapes).
 * every other data row: whitespace tokens (``\\S+``), then the regular typing
-  (``base.decimal_number`` / ``base.int_number``, `times`).
+  (``_read.decimal_number`` / ``_read.int_number``, `times`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from analyzer.parsers import base
+from analyzer.parsers import _read
 from analyzer.parsers._nvbpf_time import DayCarry, hms_seconds, local_to_utc, time_of_day_to_ts
 from analyzer.parsers.base import TS, ParseContext
 
@@ -131,13 +131,13 @@ def values(fields: pl.DataFrame, names: list[str], metrics: dict) -> pl.DataFram
             done.add(metrics[key][0])
             target, dtype = metrics[key][0], metrics[key][1]
             if dtype == pl.Boolean:
-                exprs.append((base.decimal_number(raw) != 0).alias(target))
+                exprs.append((_read.decimal_number(raw) != 0).alias(target))
             elif dtype == I64:
-                exprs.append(base.int_number(raw).alias(target))
+                exprs.append(_read.int_number(raw).alias(target))
             else:
-                exprs.append(base.decimal_number(raw).alias(target))
+                exprs.append(_read.decimal_number(raw).alias(target))
         else:
-            exprs.append(base.decimal_number(raw).alias(f"u{i}"))
+            exprs.append(_read.decimal_number(raw).alias(f"u{i}"))
     return fields.select(exprs)
 
 

@@ -9,8 +9,8 @@ the blanks after the last token are blanks, and each value has the exact shape b
 A row passes only when every slot does; every other row (``N/A``, a sign, another
 number of decimals, an overflowing value, tabs...) is left to the regular token path.
 
-Accepted shapes, and the values the regular typing gives them (``base.decimal_number``,
-``base.int_number``, ``strptime``, ``hms_seconds``):
+Accepted shapes, and the values the regular typing gives them (``_read.decimal_number``,
+``_read.int_number``, ``strptime``, ``hms_seconds``):
 
 * a number ``[digits][.digits]`` with the slot's number of decimals (that of the plan's
   row; integers only for Int64 and Int32 columns): its exact value (`swar.Numbers`);

@@ -19,8 +19,8 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import _iostat_cols as c
+from analyzer.parsers import _read, base
 from analyzer.parsers import _sysstat as s
-from analyzer.parsers import base
 
 _NUM = r'"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)'
 
@@ -176,11 +176,11 @@ def _head_value(head: str, key: str) -> str | None:
 
 def parse(path: Path, ctx: base.ParseContext, cov: base.Coverage) -> base.ParseResult:
     """Parse an iostat JSON file into ``iostat_cpu`` and ``iostat_device``."""
-    head = base.read_head(path)
+    head = _read.read_head(path)
     line = pl.col("line")
     kind = _kind()
     df = (
-        base.read_lines(path)
+        _read.read_lines(path)
         .with_columns(kind.alias("kind"))
         .with_columns(
             (

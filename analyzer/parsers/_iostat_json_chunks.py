@@ -24,9 +24,9 @@ import polars as pl
 from analyzer.errors import ParseError
 from analyzer.parsers import _iostat_cols as c
 from analyzer.parsers import _iostat_json as j
+from analyzer.parsers import _read, base
 from analyzer.parsers import _sysstat as s
 from analyzer.parsers import _sysstat_fast as fast
-from analyzer.parsers import base
 
 _TABLES = ("iostat_device", "iostat_cpu")
 
@@ -56,7 +56,7 @@ class _State:
 
 
 def _lines(source: Path | bytes, nul: bool, cr: bool) -> pl.LazyFrame:
-    """Lines as :func:`base.read_lines` gives them (``nul``/``cr``: the text has any); a
+    """Lines as :func:`_read.read_lines` gives them (``nul``/``cr``: the text has any); a
     path is read as named, never as a glob pattern."""
     lf = pl.scan_lines(source, glob=False)
     if nul:
@@ -91,8 +91,8 @@ def _has(path: Path, chunk: int = 1 << 22) -> tuple[bool, bool]:
 
 def parse(path: Path, ctx: base.ParseContext, cov: base.Coverage, repair: bool) -> base.ParseResult:
     """Parse a big iostat JSON file (see the module doc)."""
-    head = base.read_head(path)
-    source = base.utf8_clean_copy(path) if repair else path
+    head = _read.read_head(path)
+    source = _read.utf8_clean_copy(path) if repair else path
     hd = _first_pass(source)
     casts = j._casts(hd.keys)
     parts = c.partitions(hd.names, ctx, [])

@@ -17,8 +17,8 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import ParseError
+from analyzer.parsers import _read, base
 from analyzer.parsers import _sysstat as s
-from analyzer.parsers import base
 
 _PCT = ("usr", "nice", "sys", "iowait", "irq", "soft", "steal", "guest", "gnice", "idle")
 _NUM = r'"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)'
@@ -49,7 +49,7 @@ def parse(
     path: Path, ctx: base.ParseContext, cov: base.Coverage, tables_decl: dict[str, base.Table]
 ) -> base.ParseResult:
     """Parse an mpstat JSON file into ``mpstat_cpu``, ``mpstat_node``, ``mpstat_irq``."""
-    head = base.read_head(path)
+    head = _read.read_head(path)
     line = pl.col("line")
     sect = line.str.extract(r'^\s*"([a-z-]+)"\s*:\s*\[')
     kind = (
@@ -70,7 +70,7 @@ def parse(
         .otherwise(pl.lit("other"))
     )
     df = (
-        base.read_lines(path)
+        _read.read_lines(path)
         .with_columns(kind.alias("kind"), sect.alias("section"))
         .with_columns(
             pl.col("section").forward_fill(),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer.parsers import base
+from analyzer.parsers import _read
 from analyzer.parsers.base import Coverage
 
 GPU_RE = r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$"
@@ -28,7 +28,7 @@ def tokenize(path: Path, cov: Coverage) -> tuple[list[dict[str, str]], dict[str,
     GPU dicts carry ``"@bus_id"`` from the ``GPU <bus id>`` line and ``"@index"`` (its
     position); both are absent for a fragment whose GPU line was not captured. Coverage is filled for every line.
     """
-    df = base.read_lines(path).collect()
+    df = _read.read_lines(path).collect()
     cov.total += df.height
     line = pl.col("line")
     body = line.str.strip_chars_start(" \t")

@@ -10,7 +10,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from analyzer.parsers import base
+from analyzer.parsers import _read
 from analyzer.parsers.base import Coverage
 
 
@@ -30,7 +30,7 @@ def parse_xml(path: Path, cov: Coverage) -> tuple[list[dict[str, str]], dict[str
     DOCTYPE line. Lines are fed one at a time so a syntax error or a truncated ``<gpu>``
     is attributed to lines; complete GPUs before it are kept. Fills ``cov``.
     """
-    df = base.read_lines(path).collect()
+    df = _read.read_lines(path).collect()
     cov.total = df.height
     lines = df.get_column("line").to_list()
     if any("<!ENTITY" in ln or re.search(r"<!DOCTYPE[^>]*\[", ln) for ln in lines):

@@ -28,8 +28,9 @@ import polars as pl
 
 from analyzer.parsers import _sysstat as ss
 from analyzer.parsers._pidstat_schema import JSON_KEYS
+from analyzer.parsers._read import read_lines
 from analyzer.parsers._sampler import reason, tally
-from analyzer.parsers.base import Coverage, ParseContext, read_lines
+from analyzer.parsers.base import Coverage, ParseContext
 
 RECORD_RE = r'^\s*\{"(UID|USER|PID|TGID)"'
 

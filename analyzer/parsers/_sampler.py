@@ -14,7 +14,7 @@ kernel files line by line, each prefixed with the sample time and the path read:
 ``path`` is absolute, spaces written as ``\\040``; the rest of the line is unchanged.
 
 Everything here is vectorized polars: use :func:`split_sampler` on the ``line`` column of
-``base.read_lines`` to get ``s_ok`` (bool), ``ts`` (UTC, microseconds), ``path``,
+``_read.read_lines`` to get ``s_ok`` (bool), ``ts`` (UTC, microseconds), ``path``,
 ``path_dir``, ``path_file`` and ``raw``; :func:`sampler_share` scores a head for sniffing.
 :func:`tally` turns a per-line reason column into ``Coverage`` counts.
 

@@ -8,7 +8,7 @@ is read in chunks of whole lines (:data:`CHUNK_BYTES`; a file under
 spaces in one call (:func:`fields`), one typed row per line, and the parser keeps the rows
 whose fields pass its checks. Every other line - and every line of a chunk that is not
 clean - is a *rest* line: :func:`text_lines` gives it as text, exactly as
-``base.read_lines`` would (invalid UTF-8 replaced, NUL bytes and trailing CRs removed), for
+``_read.read_lines`` would (invalid UTF-8 replaced, NUL bytes and trailing CRs removed), for
 the parser's regular line-by-line expressions. Both paths together see every line once.
 
 The sampler prefix (``<epoch> <path>``) repeats over the lines of one record, so it is
@@ -227,7 +227,7 @@ def prefix_runs(frame: pl.DataFrame, **by_path: pl.Expr) -> tuple[pl.Series, pl.
 
 def text_lines(chunk: Chunk, idx: np.ndarray | None = None, clean: bool = True) -> pl.DataFrame:
     """``line_no`` (UInt32) and ``line`` (String) of lines ``idx`` (all when None), exactly
-    as ``base.read_lines`` gives them. ``clean``: the chunk passed :func:`is_clean`."""
+    as ``_read.read_lines`` gives them. ``clean``: the chunk passed :func:`is_clean`."""
     if idx is None:
         idx = np.arange(chunk.n, dtype=np.int64)
     if idx.size == 0:

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from analyzer.parsers import _read
 from analyzer.parsers import _sar_names as sn
 from analyzer.parsers import _sar_tables as st
 from analyzer.parsers import _sysstat as ss
-from analyzer.parsers import base
 
 
 @dataclass(frozen=True)
@@ -125,11 +125,11 @@ def text_tail(sections: list[Section]) -> pl.Expr:
 def _float(tok: pl.Expr, human: bool = False, plain: bool = False) -> pl.Expr:
     if human:
         return ss.number(tok, human=True)
-    return tok.cast(pl.Float64, strict=False) if plain else base.decimal_number(tok)
+    return tok.cast(pl.Float64, strict=False) if plain else _read.decimal_number(tok)
 
 
 def _int(tok: pl.Expr, human: bool = False, plain: bool = False) -> pl.Expr:
-    whole = tok.cast(pl.Int64, strict=False) if plain and not human else base.int_number(tok)
+    whole = tok.cast(pl.Int64, strict=False) if plain and not human else _read.int_number(tok)
     return pl.coalesce(whole, _float(tok, human, plain).round().cast(pl.Int64, strict=False))
 
 

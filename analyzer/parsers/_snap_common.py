@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer.parsers import base
+from analyzer.parsers import _read, base
 
 _PHASE = re.compile(r"(?:^|[._-])(start|end)(?:[._-]|$)")
 
@@ -45,9 +45,9 @@ def snapshot_time(
 
 def lines(path: Path, notes: list[str]) -> pl.DataFrame:
     """All lines of a (small) snapshot file as ``line_no``, ``line``; notes UTF-8 repair."""
-    if base.needs_utf8_repair(path):
+    if _read.needs_utf8_repair(path):
         notes.append("file is not valid UTF-8: invalid bytes replaced")
-    return base.read_lines(path).collect()
+    return _read.read_lines(path).collect()
 
 
 def ends_with_newline(path: Path) -> bool:

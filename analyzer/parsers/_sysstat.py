@@ -25,7 +25,7 @@ from datetime import date
 
 import polars as pl
 
-from analyzer.parsers import base
+from analyzer.parsers import _read, base
 
 BANNER_RE = re.compile(
     r"^(?P<sysname>[A-Za-z][\w.-]*) (?P<release>\S+) \((?P<host>[^)]*)\)\s+(?P<date>\S+)\s+"
@@ -257,9 +257,9 @@ def number(tok: pl.Expr, human: bool = False, comma: bool = True) -> pl.Expr:
     if not human:
         if not comma:
             return tok.str.strip_chars(" ").cast(pl.Float64, strict=False)
-        return base.decimal_number(tok)
+        return _read.decimal_number(tok)
     g = tok.str.strip_chars().str.extract_groups(r"^([-+]?[\d.,]+)([BkKMGTPE%]?)$")
-    val = base.decimal_number(g.struct.field("1"))
+    val = _read.decimal_number(g.struct.field("1"))
     suf = g.struct.field("2")
     mult = suf.replace_strict(
         {**HUMAN_KB, "%": 1.0, "": 1.0}, default=None, return_dtype=pl.Float64

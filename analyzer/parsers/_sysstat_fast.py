@@ -4,7 +4,7 @@
 newline, each in a fresh buffer) and :func:`chunk_of` finds their lines with numpy (or
 takes the line offsets an earlier pass found); a :class:`Chunk` hands any subset of its
 lines to polars as text (:meth:`Chunk.lines`, with NUL bytes and a final CR removed, as
-:func:`.base.read_lines` does). The big-file paths of mpstat (:mod:`._mpstat_fast`) and
+:func:`._read.read_lines` does). The big-file paths of mpstat (:mod:`._mpstat_fast`) and
 iostat (:mod:`._iostat_fast`) type their data rows from these bytes with numpy
 (:mod:`._sysstat_swar`) and hand every other line (banners, headers, blank lines,
 ``Average:`` blocks, rows that fail a check) to the tool's regular parser, so each line

@@ -51,7 +51,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer.parsers import _blocks, _bpftrace_json, _bpftrace_text, base
+from analyzer.parsers import _blocks, _bpftrace_json, _bpftrace_text, _read, base
 from analyzer.parsers._nvbpf_time import resolve_tz
 from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult
 
@@ -134,9 +134,9 @@ def parse(path: Path, ctx: ParseContext) -> ParseResult:
     out = _blocks.Rows(ctx, TABLES)
     placed = False
     if json_mode:
-        df = base.read_lines(path).collect()
+        df = _read.read_lines(path).collect()
         cov.total = df.height
-        if base.needs_utf8_repair(path):
+        if _read.needs_utf8_repair(path):
             cov.notes.append("file was not valid UTF-8: invalid bytes replaced")
         hist, scalars = _bpftrace_json.tokenize(df, ctx, tz, cov)
         out.put({"bpf_hist": hist, "bpf_scalar": scalars})

@@ -58,7 +58,8 @@ from analyzer.parsers import _cgroup_tables as ct
 from analyzer.parsers import _sampler as smp
 from analyzer.parsers import _sampler_stream as st
 from analyzer.parsers._cgroup_schema import TABLES
-from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult, read_head
+from analyzer.parsers._read import read_head
+from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult
 
 __all__ = ["TABLES", "parse", "sniff"]
 

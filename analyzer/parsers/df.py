@@ -34,8 +34,8 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import ParseError
+from analyzer.parsers import _read, base
 from analyzer.parsers import _snap_mounts as sm
-from analyzer.parsers import base
 from analyzer.parsers._snap_common import account, lines, snapshot_time
 
 _SNAP = (
@@ -179,7 +179,7 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse a df / mounts / mountstats / lsblk snapshot."""
     cov = base.Coverage()
     name = ctx.file_name or path.name
-    kind, _ = _kind(base.read_head(path))
+    kind, _ = _kind(_read.read_head(path))
     df = lines(path, cov.notes)
     empty = {t: pl.DataFrame(schema=s.schema) for t, s in TABLES.items()}
     if kind is None:

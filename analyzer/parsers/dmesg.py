@@ -60,7 +60,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer.parsers import _dmesg_stream, base
+from analyzer.parsers import _dmesg_stream, _read, base
 from analyzer.parsers._dmesg_tokens import ANSI_RE
 
 S, I64, F64 = pl.String, pl.Int64, pl.Float64
@@ -147,7 +147,7 @@ def sniff(head: str, name: str) -> float:
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one kernel log file into the `dmesg` table (see module docstring), block by
     block: rows go to ``ctx.sink`` when there is one (`_dmesg_stream`)."""
-    head = base.read_head(path, 4096)
+    head = _read.read_head(path, 4096)
     is_json = re.match(r'\s*\{\s*"dmesg"\s*:', head) is not None
     syz = not is_json and re.match(r"TITLE: ", head) is not None
     log = _dmesg_stream.Log(TABLES["dmesg"], is_json, syz, _WORDS)

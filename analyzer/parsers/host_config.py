@@ -65,9 +65,9 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import ParseError
+from analyzer.parsers import _read, base
 from analyzer.parsers import _snap_kv as kv
 from analyzer.parsers import _snap_kv2 as kv2
-from analyzer.parsers import base
 from analyzer.parsers._snap_common import account, ends_with_newline, lines, snapshot_time
 
 TABLES: dict[str, base.Table] = {
@@ -206,7 +206,7 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one host snapshot file into ``host_config``."""
     cov = base.Coverage()
     name = ctx.file_name or path.name
-    kind, score = detect(base.read_head(path), name)
+    kind, score = detect(_read.read_head(path), name)
     df = lines(path, cov.notes)
     if df.height == 0 or df["line"].str.strip_chars().eq("").all():
         account(cov, pl.Series(["blank"] * df.height, dtype=pl.String), kv.REASONS)

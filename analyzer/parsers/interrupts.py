@@ -33,7 +33,7 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base
+from analyzer.parsers import _read, base
 from analyzer.parsers._snap_common import account, ends_with_newline, lines, snapshot_time
 
 _SNAP = (
@@ -90,7 +90,7 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse /proc/interrupts or /proc/softirqs into a long per-CPU table."""
     cov = base.Coverage()
     name = ctx.file_name or path.name
-    kind = _kind(base.read_head(path))
+    kind = _kind(_read.read_head(path))
     df = lines(path, cov.notes)
     if kind is None:
         if df.height == 0 or df["line"].str.strip_chars().eq("").all():

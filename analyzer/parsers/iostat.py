@@ -43,7 +43,7 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import _iostat_cols as c
-from analyzer.parsers import _iostat_fast, _iostat_json, _iostat_json_chunks, base
+from analyzer.parsers import _iostat_fast, _iostat_json, _iostat_json_chunks, _read, base
 from analyzer.parsers import _sysstat as s
 from analyzer.parsers import _sysstat_fast as _fast
 
@@ -69,7 +69,7 @@ def sniff(head: str, name: str) -> float:
 
 
 def _classify(path: Path) -> pl.DataFrame:
-    return classify_lines(base.read_lines(path))
+    return classify_lines(_read.read_lines(path))
 
 
 def _kind(after_avg: pl.Expr) -> pl.Expr:
@@ -259,13 +259,13 @@ def _since_boot_skipped(df: pl.DataFrame, ctx: base.ParseContext, notes: list[st
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one iostat output file into ``iostat_cpu`` and ``iostat_device``."""
     cov = base.Coverage()
-    head = base.read_head(path)
+    head = _read.read_head(path)
     json = head.lstrip().startswith("{")
     if not json and path.stat().st_size >= _fast.MIN_FAST_BYTES:
         done = _iostat_fast.parse(path, ctx, cov, head)  # checks UTF-8 on its way
         if done is not None:
             return done
-    repair = base.needs_utf8_repair(path)
+    repair = _read.needs_utf8_repair(path)
     if repair:
         cov.notes.append("file is not valid UTF-8: invalid bytes replaced")
     if json:

@@ -38,7 +38,7 @@ import numpy as np
 import polars as pl
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _mpstat_chunk, _mpstat_fast, _mpstat_json, base
+from analyzer.parsers import _mpstat_chunk, _mpstat_fast, _mpstat_json, _read, base
 from analyzer.parsers import _sysstat as s
 from analyzer.parsers import _sysstat_fast as _fast
 
@@ -117,7 +117,7 @@ def sniff(head: str, name: str) -> float:
 
 def _classify(path: Path, mode: str) -> pl.DataFrame:
     """Kind of every line; ``time`` (row/header time token) cut by position per ``mode``."""
-    return classify_lines(base.read_lines(path), mode)
+    return classify_lines(_read.read_lines(path), mode)
 
 
 def _kind() -> pl.Expr:
@@ -339,12 +339,12 @@ def _parse_fast(
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one mpstat output file into ``mpstat_cpu``, ``mpstat_node``, ``mpstat_irq``."""
     cov = base.Coverage()
-    head = base.read_head(path)
+    head = _read.read_head(path)
     size = path.stat().st_size
     data = None  # a big file of a few chunks: read once, checked and parsed from memory
     if _fast.MIN_FAST_BYTES <= size <= _fast.ONE_READ_BYTES and not head.lstrip().startswith("{"):
         data = _fast.read_all(path)
-    repair = base.needs_utf8_repair(path) if data is None else not _fast.utf8(data)
+    repair = _read.needs_utf8_repair(path) if data is None else not _fast.utf8(data)
     if repair:
         cov.notes.append("file is not valid UTF-8: invalid bytes replaced")
     if head.lstrip().startswith("{"):

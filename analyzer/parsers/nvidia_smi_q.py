@@ -38,7 +38,7 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base
+from analyzer.parsers import _read, base
 from analyzer.parsers._nvbpf_time import local_to_utc, resolve_tz
 from analyzer.parsers._nvidia_q_text import tokenize
 from analyzer.parsers._nvidia_q_xml import parse_xml
@@ -342,7 +342,7 @@ def _typed(raw: pl.DataFrame, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
 def parse(path: Path, ctx: ParseContext) -> ParseResult:
     """Parse one ``nvidia-smi -q`` snapshot, text or XML (see the module docstring)."""
     cov = Coverage()
-    head = base.read_head(path, 4096).lstrip()
+    head = _read.read_head(path, 4096).lstrip()
     is_xml = head.startswith(("<?xml", "<nvidia_smi_log", "<!DOCTYPE nvidia_smi_log"))
     if is_xml:
         gpus, top = parse_xml(path, cov)
@@ -352,7 +352,7 @@ def parse(path: Path, ctx: ParseContext) -> ParseResult:
         gpus, top = tokenize(path, cov)
         if any("@index" not in d for d in gpus):
             cov.notes.append("text fragment without its 'GPU <bus id>' line: gpu index is NULL")
-    if base.needs_utf8_repair(path):
+    if _read.needs_utf8_repair(path):
         cov.notes.append("file was not valid UTF-8: invalid bytes replaced")
     frame = _typed(_rows(gpus, top), ctx, cov)
     meta = {"tool_version": top.get("driver_version") or top.get("Driver Version")}

@@ -68,8 +68,9 @@ from analyzer.parsers._pidstat_schema import (
     TIME_TOKEN,
     finish_number,
 )
+from analyzer.parsers._read import read_head, read_lines
 from analyzer.parsers._sampler import reason, tally
-from analyzer.parsers.base import Coverage, ParseContext, ParseResult, read_head, read_lines
+from analyzer.parsers.base import Coverage, ParseContext, ParseResult
 
 __all__ = ["TABLES", "parse", "sniff"]
 

@@ -36,7 +36,7 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base
+from analyzer.parsers import _read, base
 from analyzer.parsers._snap_common import account, ends_with_newline, lines, snapshot_time
 
 TABLES: dict[str, base.Table] = {
@@ -249,7 +249,7 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
             col("user"),
             *[col(c).cast(pl.Int32, strict=False).alias(c) for c in ("pri", "ni", "psr")],
             col("state"),
-            *[base.decimal_number(col(c)).alias(c) for c in ("cpu_pct", "mem_pct")],
+            *[_read.decimal_number(col(c)).alias(c) for c in ("cpu_pct", "mem_pct")],
             *[_kb(col(c)).alias(c) for c in ("rss_kb", "vsz_kb")],
             col("nlwp").cast(pl.Int32, strict=False).alias("nlwp"),
             _seconds(col("elapsed")).alias("elapsed_s"),

@@ -36,12 +36,12 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import ParseError
+from analyzer.parsers import _read, base
 from analyzer.parsers import _sadf_json as sj
 from analyzer.parsers import _sadf_time as stime
 from analyzer.parsers import _sar_extract as sx
 from analyzer.parsers import _sar_names as sn
 from analyzer.parsers import _sar_tables as st
-from analyzer.parsers import base
 
 TABLES: dict[str, base.Table] = st.TABLES
 
@@ -75,13 +75,13 @@ def sniff(head: str, name: str) -> float:
 
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one sadf output file (see the module docstring)."""
-    fmt = _format(base.read_head(path))
+    fmt = _format(_read.read_head(path))
     if fmt is None:
         raise ParseError(f"{path.name}: not sadf -d/-p/-j output")
     cov = base.Coverage()
-    if base.needs_utf8_repair(path):
+    if _read.needs_utf8_repair(path):
         cov.notes.append("file is not valid UTF-8: invalid bytes replaced")
-    lf = base.read_lines(path)
+    lf = _read.read_lines(path)
     if fmt == "json":
         tables, meta = sj.parse_json(lf, ctx, cov)
     elif fmt == "p":

@@ -49,7 +49,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer.parsers import _blocks, base
+from analyzer.parsers import _blocks, _read, base
 from analyzer.parsers import _sar_blocks as sb
 from analyzer.parsers import _sar_fast as sf
 from analyzer.parsers import _sar_merge as sm
@@ -131,7 +131,7 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one sar text file (see the module docstring), block by block: each block's
     rows go to ``ctx.sink`` when there is one."""
     cov = base.Coverage()
-    head = base.read_head(path)
+    head = _read.read_head(path)
     banner = next(
         (
             b

@@ -40,8 +40,8 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import ParseError
+from analyzer.parsers import _read, base
 from analyzer.parsers import _vmstat_util as u
-from analyzer.parsers import base
 
 _I, _F, _S, _B = pl.Int64, pl.Float64, pl.String, pl.Boolean
 _TS_COLS: tuple[tuple[str, pl.DataType, str, str], ...] = (
@@ -175,7 +175,7 @@ def _classify(path: Path, ends_nl: bool) -> pl.DataFrame:
         .then(pl.lit("unsupported"))
         .otherwise(pl.lit("other"))
     )
-    lf = base.read_lines(path).with_columns(kind.alias("kind"))
+    lf = _read.read_lines(path).with_columns(kind.alias("kind"))
     if not ends_nl:  # a last line without newline is cut unless it ends in a full timestamp
         last = pl.col("line_no") == pl.col("line_no").max()
         cut = last & pl.col("kind").is_in(["vm", "disk", "summary"]) & ~line.str.contains(u.TS_TAIL)
@@ -243,7 +243,7 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one vmstat output file into the ``vmstat``, ``vmstat_disk``, ``vmstat_summary`` tables."""
     cov = base.Coverage()
     notes = cov.notes
-    if base.needs_utf8_repair(path):
+    if _read.needs_utf8_repair(path):
         notes.append("file is not valid UTF-8: invalid bytes replaced")
     df = _classify(path, u.file_ends_with_newline(path))
     cov.total = df.height

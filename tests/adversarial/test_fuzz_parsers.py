@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
 from analyzer.parsers import PARSERS
-from analyzer.parsers.base import ParseContext, ParseResult, read_head
+from analyzer.parsers._read import read_head
+from analyzer.parsers.base import ParseContext, ParseResult
 
 EXAMPLES = int(os.environ.get("HINDSIGHT_FUZZ_EXAMPLES", "25"))  # per parser
 MAX_FIXTURE_BYTES = 256 * 1024

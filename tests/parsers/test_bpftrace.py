@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, bpftrace
+from analyzer.parsers import _read, base, bpftrace
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 ALL = sorted(p for d in ("bpftrace", "bcc") for p in (FIX / d).iterdir() if p.suffix != ".md")
@@ -254,14 +254,14 @@ def test_sniff_recognizes_renamed_fixtures_and_rejects_others() -> None:
         "oneliner_hist-f-json.ndjson",
         "syscount.bt_SIGINT-after-4s.txt",
     ):
-        assert bpftrace.sniff(base.read_head(Path(f"{LOCAL}{name}")), "data.txt") >= 0.8
+        assert bpftrace.sniff(_read.read_head(Path(f"{LOCAL}{name}")), "data.txt") >= 0.8
     assert (
-        bpftrace.sniff(base.read_head(FIX / "bcc" / "bcc-tools__runqlat_example.txt"), "data.txt")
+        bpftrace.sniff(_read.read_head(FIX / "bcc" / "bcc-tools__runqlat_example.txt"), "data.txt")
         >= 0.8
     )
     assert (
         bpftrace.sniff(
-            base.read_head(FIX / "bpftrace" / "bpftrace-runtime-tests__hist.json"), "data.txt"
+            _read.read_head(FIX / "bpftrace" / "bpftrace-runtime-tests__hist.json"), "data.txt"
         )
         >= 0.8
     )

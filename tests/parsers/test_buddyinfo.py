@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, buddyinfo
+from analyzer.parsers import _read, base, buddyinfo
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "snapshots"
 FILES = sorted(p for p in FIX.iterdir() if "buddyinfo" in p.name)
@@ -58,7 +58,7 @@ def test_crlf_and_nul_damage_give_the_same_rows(tmp_path: Path) -> None:
 
 def test_renamed_fixtures_are_recognised_and_others_rejected() -> None:
     for path in FILES:
-        assert buddyinfo.sniff(base.read_head(path), "data.txt") >= 0.5
+        assert buddyinfo.sniff(_read.read_head(path), "data.txt") >= 0.5
     for text in (
         "MemTotal:  1 kB\n",
         "           CPU0\n  0:  1  IO-APIC 2-edge timer\n",

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from mutations import mutate
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, cgroup
+from analyzer.parsers import _read, base, cgroup
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "cgroup"
 OUTPUTS = sorted(p for p in FIX.iterdir() if p.suffix != ".md")
@@ -150,7 +150,7 @@ def test_empty_and_garbage(tmp_path: Path) -> None:
 
 def test_sniff_recognizes_renamed_fixtures_and_rejects_other_tools(tmp_path: Path) -> None:
     for path in OUTPUTS:
-        head = base.read_head(path)
+        head = _read.read_head(path)
         if path.name.endswith(("failcnt", "cfs_quota_us")):
             continue  # a bare number is only recognisable with its file name
         assert cgroup.sniff(head, "data.txt") >= 0.5, path.name

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, df
+from analyzer.parsers import _read, base, df
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "snapshots"
 KINDS = ("df", "mounts", "mountstats", "lsblk")
@@ -124,7 +124,7 @@ def test_crlf_and_nul_damage_give_the_same_rows(tmp_path: Path) -> None:
 
 def test_renamed_fixtures_are_recognised_and_others_rejected() -> None:
     for path in FILES:
-        assert df.sniff(base.read_head(path), "data.txt") >= 0.5, path.name
+        assert df.sniff(_read.read_head(path), "data.txt") >= 0.5, path.name
     for text in (
         "vm.swappiness = 60\nvm.dirty_ratio = 20\n",
         "/sys/kernel/mm/transparent_hugepage/enabled always [madvise] never\n",

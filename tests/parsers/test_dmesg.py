@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, dmesg
+from analyzer.parsers import _read, base, dmesg
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "dmesg"
 FILES = sorted(p for p in FIX.iterdir() if p.suffix != ".md")
@@ -327,7 +327,7 @@ def test_not_a_kernel_log_raises_parse_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_sniff_recognises_renamed_fixtures(path: Path) -> None:
-    assert dmesg.sniff(base.read_head(path), "data.txt") >= 0.5
+    assert dmesg.sniff(_read.read_head(path), "data.txt") >= 0.5
 
 
 @pytest.mark.parametrize(

@@ -18,13 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, host_config
+from analyzer.parsers import _read, base, host_config
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "snapshots"
 FILES = sorted(
     p
     for p in FIX.iterdir()
-    if host_config.sniff(base.read_head(p), p.name) >= 0.5 and p.suffix != ".md"
+    if host_config.sniff(_read.read_head(p), p.name) >= 0.5 and p.suffix != ".md"
 )
 
 
@@ -257,7 +257,7 @@ def test_crlf_and_nul_damage_give_the_same_rows(tmp_path: Path) -> None:
 
 def test_renamed_fixtures_are_still_recognised() -> None:
     for path in FILES:
-        assert host_config.sniff(base.read_head(path), "data.txt") >= 0.5, path.name
+        assert host_config.sniff(_read.read_head(path), "data.txt") >= 0.5, path.name
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, interrupts
+from analyzer.parsers import _read, base, interrupts
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "snapshots"
 FILES = sorted(p for p in FIX.iterdir() if "interrupts" in p.name or "softirqs" in p.name)
@@ -90,7 +90,7 @@ def test_crlf_and_nul_damage_give_the_same_rows(tmp_path: Path) -> None:
 
 def test_renamed_fixtures_are_recognised_and_others_rejected() -> None:
     for path in FILES:
-        assert interrupts.sniff(base.read_head(path), "data.txt") >= 0.5, path.name
+        assert interrupts.sniff(_read.read_head(path), "data.txt") >= 0.5, path.name
     for text in (
         "12:00:01 AM  CPU    intr/s\n12:00:02 AM  all   1234.00\n",
         "Linux 6.1.0 (host) \t11/29/2026 \t_x86_64_\t(2 CPU)\n\n12:00:01 AM  CPU  HI/s  TIMER/s\n",

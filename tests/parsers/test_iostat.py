@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, iostat
+from analyzer.parsers import _read, base, iostat
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "iostat"
 # jc__*.json are jc's expected results (golden data), not iostat output.
@@ -317,7 +317,7 @@ def test_empty_and_foreign_files(tmp_path: Path) -> None:
     ],
 )
 def test_sniff_recognizes_renamed_fixtures(name: str) -> None:
-    assert iostat.sniff(base.read_head(FIX / name), "data.txt") >= 0.9
+    assert iostat.sniff(_read.read_head(FIX / name), "data.txt") >= 0.9
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from mutations import mutate
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, meminfo
+from analyzer.parsers import _read, base, meminfo
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "proc_meminfo"
 # .json files are jc's expected results, not /proc/meminfo output.
@@ -113,7 +113,7 @@ def test_empty_file_gives_empty_table_and_garbage_raises(tmp_path: Path) -> None
 
 def test_sniff_recognizes_renamed_fixtures_and_rejects_other_tools() -> None:
     for path in OUTPUTS:
-        assert meminfo.sniff(base.read_head(path), "data.txt") >= 0.5, path.name
+        assert meminfo.sniff(_read.read_head(path), "data.txt") >= 0.5, path.name
     others = [
         "nr_free_pages 1276842\nnr_dirty 12\npgpgin 100\npgfault 5\n",
         "procs -----------memory----------\n r  b   swpd   free\n 1  0      0 123 \n",

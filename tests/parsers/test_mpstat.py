@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, mpstat
+from analyzer.parsers import _read, base, mpstat
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "mpstat"
 # jc__*.json are jc's expected results (golden data), not mpstat output.
@@ -257,7 +257,7 @@ def test_empty_and_foreign_files(tmp_path: Path) -> None:
     [L + "A-1-1.txt", "jc__centos-7.7__mpstat.out", L + "I-SUM-1-2.txt", T + "-A-JSON", T + "-U"],
 )
 def test_sniff_recognizes_renamed_fixtures(name: str) -> None:
-    assert mpstat.sniff(base.read_head(FIX / name), "data.txt") >= 0.9
+    assert mpstat.sniff(_read.read_head(FIX / name), "data.txt") >= 0.9
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _blocks, _dmon_fast, base, nvidia_dmon
+from analyzer.parsers import _blocks, _dmon_fast, _read, base, nvidia_dmon
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
 DMON = sorted(p for p in FIX.iterdir() if "dmon" in p.name)
@@ -149,7 +149,7 @@ def test_empty_and_header_only_files(tmp_path: Path) -> None:
 
 
 def test_sniff_recognizes_renamed_fixtures_and_rejects_others() -> None:
-    assert nvidia_dmon.sniff(base.read_head(OLD), "data.txt") >= 0.9
+    assert nvidia_dmon.sniff(_read.read_head(OLD), "data.txt") >= 0.9
     assert nvidia_dmon.sniff(DT, "data.txt") >= 0.9
     assert (
         nvidia_dmon.sniff(

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, nvidia_smi_q
+from analyzer.parsers import _read, base, nvidia_smi_q
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
 Q_FILES = sorted(p for p in FIX.iterdir() if p.suffix == ".xml" or "__q-" in p.name)
@@ -193,7 +193,7 @@ def test_empty_and_foreign_xml(tmp_path: Path) -> None:
 
 def test_sniff_recognizes_renamed_fixtures_and_rejects_others() -> None:
     for p in (A100, GTX, TEXT, FRAG):
-        assert nvidia_smi_q.sniff(base.read_head(p), "data.txt") >= 0.8, p.name
+        assert nvidia_smi_q.sniff(_read.read_head(p), "data.txt") >= 0.8, p.name
     assert (
         nvidia_smi_q.sniff("# gpu   pwr  temp\n# Idx     W     C\n    0   111    83\n", "data.txt")
         < 0.5

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from mutations import mutate
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, pidstat
+from analyzer.parsers import _read, base, pidstat
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "pidstat"
 # .json files are jc's expected results, not pidstat output (sysstat's own -o JSON
@@ -242,7 +242,7 @@ def test_empty_headers_only_and_garbage(tmp_path: Path) -> None:
 
 def test_sniff_recognizes_renamed_fixtures_and_rejects_other_tools() -> None:
     for path in OUTPUTS:
-        assert pidstat.sniff(base.read_head(path), "data.txt") >= 0.5, path.name
+        assert pidstat.sniff(_read.read_head(path), "data.txt") >= 0.5, path.name
     others = [
         "Linux 6.1 (vm) \t11/29/26 \t_x86_64_\t(2 CPU)\n\n17:23:36     CPU    %usr   %nice    %sys %iowait\n",
         "Linux 6.1 (vm) \t11/29/26 \t_x86_64_\t(2 CPU)\n\nDevice            r/s     w/s     rkB/s\n",

@@ -22,7 +22,7 @@ import pytest
 from mutations import mutate
 from polars.testing import assert_frame_equal
 
-from analyzer.parsers import _pidstat_fast, _pidstat_layout, base, pidstat
+from analyzer.parsers import _pidstat_fast, _pidstat_layout, _read, base, pidstat
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "pidstat"
@@ -334,7 +334,7 @@ def test_fast_rows_have_the_columns_and_types_of_the_table(real, monkeypatch) ->
         path,
         base.ParseContext(),
         base.Coverage(),
-        base.read_head(path),
+        _read.read_head(path),
         pidstat.classify,
     )
     assert got is not None and got.rows.height == 160

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from mutations import mutate
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, proc_vmstat
+from analyzer.parsers import _read, base, proc_vmstat
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "proc_vmstat"
 # .json files are jc's expected results, not /proc/vmstat output.
@@ -91,7 +91,7 @@ def test_empty_file_and_garbage(tmp_path: Path) -> None:
 
 def test_sniff_recognizes_renamed_fixtures_and_rejects_other_tools() -> None:
     for path in OUTPUTS:
-        assert proc_vmstat.sniff(base.read_head(path), "data.txt") >= 0.5, path.name
+        assert proc_vmstat.sniff(_read.read_head(path), "data.txt") >= 0.5, path.name
     others = [
         "MemTotal:  1 kB\nMemFree:  1 kB\nBuffers: 1 kB\nCached: 1 kB\n",
         "anon 1056014336\nfile 11877441536\npgfault 1\npgmajfault 2\nworkingset_refault 0\n",

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, processes
+from analyzer.parsers import _read, base, processes
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "snapshots"
 FILES = sorted(p for p in FIX.iterdir() if "ps" in p.name.split("__")[-1][:3])
@@ -133,7 +133,7 @@ def test_crlf_and_nul_damage_give_the_same_rows(tmp_path: Path) -> None:
 
 def test_renamed_fixtures_are_recognised_and_others_rejected() -> None:
     for path in FILES:
-        assert processes.sniff(base.read_head(path), "data.txt") >= 0.5, path.name
+        assert processes.sniff(_read.read_head(path), "data.txt") >= 0.5, path.name
     for text in (
         "# Time        UID       PID    %usr %system  %guest   %wait    %CPU   CPU  Command\n",
         "12:00:01 AM   UID       PID    %usr %system  %guest    %CPU   CPU  Command\n",

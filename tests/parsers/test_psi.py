@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _blocks, _psi_fast, base, psi
+from analyzer.parsers import _blocks, _psi_fast, _read, base, psi
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "psi"
 FILES = sorted(p for p in FIX.iterdir() if p.suffix != ".md")
@@ -203,7 +203,7 @@ def test_mutated_files_never_crash(src: Path, cut: float, noise: list[bytes], se
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_sniff_recognises_renamed_fixture(path: Path) -> None:
-    assert psi.sniff(base.read_head(path), "data.txt") >= 0.5
+    assert psi.sniff(_read.read_head(path), "data.txt") >= 0.5
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, sadf, sar
+from analyzer.parsers import _read, base, sadf, sar
 
 FIX = Path(__file__).parent.parent / "fixtures" / "sadf"
 FILES = sorted(p for p in FIX.iterdir() if p.name != "PROVENANCE.md")
@@ -233,7 +233,7 @@ def test_empty_file_is_not_sadf() -> None:
     ],
 )
 def test_sniff_recognizes_renamed_fixtures(name: str) -> None:
-    assert sadf.sniff(base.read_head(FIX / name), "data.txt") >= 0.8
+    assert sadf.sniff(_read.read_head(FIX / name), "data.txt") >= 0.8
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _blocks, base, sar
+from analyzer.parsers import _blocks, _read, base, sar
 from analyzer.parsers import _sar_blocks as sar_blocks
 from analyzer.parsers import _sar_rows as sar_rows
 
@@ -234,7 +234,7 @@ def test_empty_and_header_only_files() -> None:
     ],
 )
 def test_sniff_recognizes_renamed_fixtures(name: str) -> None:
-    assert sar.sniff(base.read_head(FIX / name), "data.txt") >= 0.9
+    assert sar.sniff(_read.read_head(FIX / name), "data.txt") >= 0.9
 
 
 @pytest.mark.parametrize(
@@ -299,7 +299,7 @@ def test_blocks_of_any_size_give_the_one_block_result(
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_rows_split_by_position_classify_as_the_full_chain(path: Path) -> None:
-    lines = base.read_lines(path).collect()
+    lines = _read.read_lines(path).collect()
     plain = lines.filter(~pl.col("line").str.contains("\x1b", literal=True))
     assert sar_blocks.classify(plain, True).equals(sar_blocks._classify_full(plain))
 

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import base, vmstat
+from analyzer.parsers import _read, base, vmstat
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vmstat"
 OUTPUTS = sorted(p for p in FIX.iterdir() if p.suffix not in (".json", ".md"))
@@ -273,7 +273,7 @@ def test_mutated_files_never_crash(src: Path, cut: float, noise: list[bytes], se
 
 @pytest.mark.parametrize("path", OUTPUTS, ids=lambda p: p.name)
 def test_sniff_recognises_renamed_fixture(path: Path) -> None:
-    assert vmstat.sniff(base.read_head(path), "data.txt") >= 0.5
+    assert vmstat.sniff(_read.read_head(path), "data.txt") >= 0.5
 
 
 @pytest.mark.parametrize(
