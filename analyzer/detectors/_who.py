@@ -50,3 +50,25 @@ def snapshot_top(ctx: Context, n: int = 3) -> list[dict]:
         "ORDER BY cpu_pct DESC, pid LIMIT $n",
         {"n": int(n)},
     ).to_dicts()
+
+
+def by_command(
+    procs: list[dict], key: str = "pcpu", top: int = 3, floor: float = 1.0
+) -> list[dict]:
+    """The processes of ``procs`` grouped by command, their ``key`` shares added, biggest
+    first: ``command``, ``processes`` (how many), ``pids`` (up to 5), ``share`` — the
+    "who" of a finding (``impact["who"]``; its unit is the caller's: % of one CPU, kB/s)."""
+    by: dict[str, list[dict]] = {}
+    for p in procs:
+        if (p.get(key) or 0) >= floor:
+            by.setdefault(str(p["cmd"]), []).append(p)
+    rows = [
+        {
+            "command": cmd,
+            "processes": len(ps),
+            "pids": [int(p["pid"]) for p in ps[:5]],
+            "share": sum(p[key] for p in ps),
+        }
+        for cmd, ps in by.items()
+    ]
+    return sorted(rows, key=lambda r: -r["share"])[:top]

@@ -32,7 +32,7 @@ from analyzer.detectors._base import (
     unit_of,
     worst,
 )
-from analyzer.detectors._who import busy_processes
+from analyzer.detectors._who import busy_processes, by_command
 from analyzer.findings import Evidence, Finding, NotEvaluated
 from analyzer.intervals import Window, overlap_s
 
@@ -315,6 +315,8 @@ def _finding(ctx: Context, m: Model, w: Window, gbase: float | None, dips: list)
         gpu_loss_severity(lost, ctx.gpu_capacity_s()) if near else None,
     )
     impact = _impact(st, pinned)
+    if who := by_command(procs):
+        impact["who"] = [g | {"share": r(g["share"]), "unit": "% of one CPU"} for g in who]
     if lost is not None:
         impact["gpu_seconds_lost"] = r(lost, 1)
     return Finding(
@@ -425,16 +427,13 @@ def _procs(ctx: Context, w: Window, cpu: int | None, n: int = 12) -> list[dict]:
 
 
 def _who(procs: list[dict]) -> str:
-    """'stress-ng-cpu x4 (104%), python (93%)': the busiest commands, their processes'
+    """'stress-ng-cpu ×4 (104%), python (93%)': the busiest commands, their processes'
     shares (% of one CPU) added up."""
-    by: dict[str, list[float]] = {}
-    for p in procs:
-        if (p["pcpu"] or 0) >= 1:
-            by.setdefault(p["cmd"], []).append(p["pcpu"])
-    top = sorted(by.items(), key=lambda kv: -sum(kv[1]))[:3]
-    return ", ".join(
-        f"{cmd}{f' ×{len(v)}' if len(v) > 1 else ''} ({sum(v):.0f}%)" for cmd, v in top
-    )
+    parts = []
+    for g in by_command(procs):
+        many = f" ×{g['processes']}" if g["processes"] > 1 else ""
+        parts.append(f"{g['command']}{many} ({g['share']:.0f}%)")
+    return ", ".join(parts)
 
 
 def _summary(
