@@ -27,6 +27,7 @@ import polars as pl
 from analyzer import intervals
 from analyzer.detectors import _dips
 from analyzer.detectors._base import GPU_DIP, Context, _us, gpu_loss_severity, r, span, worst
+from analyzer.detectors._who import by_command
 from analyzer.findings import Evidence, Finding, NotEvaluated
 from analyzer.intervals import Window, overlap_s, periodicity
 
@@ -330,24 +331,29 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
     return out
 
 
-def top_writers(ctx: Context, w: Window, limit: int = 3) -> pl.DataFrame:
-    """pidstat -d over ``w``: per process its peak and mean kB_wr/s (writes to disk or the
-    page cache), what it wrote (MB) and its peak %system; busiest writer first."""
+def top_writers(ctx: Context, w: Window, limit: int = 12) -> pl.DataFrame:
+    """pidstat -d over ``w``: per process its peak kB_wr/s (writes to disk or the page
+    cache), its mean over the window's pidstat reports (a report without the process
+    counting 0: pidstat prints only active tasks), what it wrote (MB) and its peak
+    %system; busiest writer first."""
     if "pidstat_rows" not in ctx.cache:
         ctx.cache["pidstat_rows"] = ctx.rows("pidstat")
     if not ctx.cache["pidstat_rows"]:
         return pl.DataFrame()
     return ctx.query(
-        "SELECT pid, arg_max(command, kb_wr_s) AS cmd, max(kb_wr_s) AS peak, avg(kb_wr_s) AS mean, "
-        "sum(kb_wr_s) * $iv / 1024 AS mb, max(system_pct) AS sys, avg(coalesce(kb_rd_s, 0)) AS rd "
-        "FROM pidstat WHERE tid IS NULL AND since_boot IS NOT TRUE AND ts >= $lo AND ts < $hi "
-        "GROUP BY pid HAVING sum(kb_wr_s) * $iv >= 1024 ORDER BY mb DESC, pid LIMIT $n",
+        "WITH r AS (SELECT * FROM pidstat WHERE tid IS NULL AND since_boot IS NOT TRUE "
+        "AND ts >= $lo AND ts < $hi), k AS (SELECT count(DISTINCT ts) AS reports FROM r) "
+        "SELECT pid, arg_max(command, kb_wr_s) AS cmd, max(kb_wr_s) AS peak, "
+        "sum(kb_wr_s) / any_value(k.reports) AS mean, sum(kb_wr_s) * $iv / 1024 AS mb, "
+        "max(system_pct) AS sys, sum(coalesce(kb_rd_s, 0)) / any_value(k.reports) AS rd "
+        "FROM r, k GROUP BY pid HAVING sum(kb_wr_s) * $iv >= 1024 ORDER BY mb DESC, pid LIMIT $n",
         {"lo": w[0], "hi": w[1], "iv": float(ctx.interval_s or 1.0), "n": limit},
     )
 
 
-def writer_evidence(ctx: Context, w: Window) -> tuple[list[Evidence], str]:
-    """Evidence rows for the busiest writers in ``w`` and a phrase naming the first."""
+def writer_evidence(ctx: Context, w: Window) -> tuple[list[Evidence], str, list[dict]]:
+    """Evidence rows for the three busiest writers in ``w``, a phrase naming the first, and
+    the writing commands with their MB added (``impact["who"]``)."""
     df = top_writers(ctx, w)
     ev = [
         Evidence(
@@ -358,14 +364,22 @@ def writer_evidence(ctx: Context, w: Window) -> tuple[list[Evidence], str]:
             f"pid {row['pid']} {row['cmd']}: peak kB_wr/s over the window's pidstat samples "
             f"(mean {row['mean']:.0f}; {row['mb']:.0f} MB written; %system up to {row['sys'] or 0:.0f} %)",
         )
-        for row in df.iter_rows(named=True)
+        for row in df.head(3).iter_rows(named=True)
     ]
     if df.height == 0:
-        return ev, ""
+        return ev, "", []
+    who = [
+        g | {"share": r(g["share"], 0), "unit": "MB written"}
+        for g in by_command(df.to_dicts(), key="mb")
+    ]
     top = df.row(0, named=True)
-    return ev, (
-        f"writer pid {top['pid']} {top['cmd']} ({top['mb']:.0f} MB at up to "
-        f"{top['peak'] / 1024:.0f} MB/s, %system up to {top['sys'] or 0:.0f} %)"
+    return (
+        ev,
+        (
+            f"writer pid {top['pid']} {top['cmd']} ({top['mb']:.0f} MB at up to "
+            f"{top['peak'] / 1024:.0f} MB/s, %system up to {top['sys'] or 0:.0f} %)"
+        ),
+        who,
     )
 
 
@@ -447,7 +461,7 @@ def _finding(
     window = (min([burst[0], *(d[0] for d in near)]), max([burst[1], *(d[1] for d in near)]))
     _, _, base = _bursts(ctx)
     facts = burst_facts(ctx, burst)
-    wev, writer = writer_evidence(ctx, burst)
+    wev, writer, who = writer_evidence(ctx, burst)
     text = f"Write burst {i} of {n} at {span(burst)}: {burst_text(facts, base)}"
     text += f"; {writer}" if writer else ""
     text += f"; repeats every {per[0]:.0f} s ({count}×). " if per else ". "
@@ -458,6 +472,8 @@ def _finding(
         "page_cache_mb": r(facts["page_cache_mb"], 0),
         "queued": queued(ctx, burst),
     }
+    if who:
+        impact["who"] = who
     if lost is not None:
         impact |= {
             "gpu_seconds_lost": r(lost, 1),

@@ -239,7 +239,7 @@ def _finding(
     gbase, _ = ctx.gpu_dips()
     near = [d for d in gpu_starvation.dips_of(ctx, "io") if overlap_s(w, d) > 0]
     lost = sum(ctx.gpu_seconds_lost(d, gbase) or 0.0 for d in near) if near else None
-    wev, writer = checkpoint_stall.writer_evidence(ctx, w)
+    wev, writer, who = checkpoint_stall.writer_evidence(ctx, w)
     text = (
         _summary(ctx, dev, w, s, sat, bursts, tool)
         + " "
@@ -248,6 +248,8 @@ def _finding(
     if bursts and not sat:
         text += " " + checkpoint_stall.gpu_text(ctx, w, near, lost)
     impact: dict = {"saturated_s": sat_s, "window_s": dur, "write_bursts": len(bursts)}
+    if who:
+        impact["who"] = who
     if lost is not None:
         impact["gpu_seconds_lost"] = r(lost, 1)
     return Finding(

@@ -402,6 +402,8 @@ def _pid_extra(c: Ctx, label: str) -> float:
         return _agg([r["%system"] for r in rows], "max")
     if label == "mean %wait":
         return sum(r.get("%wait", 0.0) for r in rows) / _reports(c)
+    if label == "mean kB_wr/s":  # the writers' note: "(mean N; ... MB written ...)"
+        return sum(r.get("kB_wr/s", 0.0) for r in rows) / _reports(c)
     raise NotRecomputed(label)
 
 
@@ -725,7 +727,8 @@ TEXT_SIGNALS = {"cgroup", "memcg"}
 _ALSO = re.compile(r"\b(mean|median|max) (-?[\d.]+)(?=[,)])")
 _SAMPLES = re.compile(r"over the window's (\d+) iostat samples")
 _PROC_EXTRA = re.compile(
-    r"(?:(mean %wait) ([\d.]+)%|([\d.]+) (MB written)|(%system up to) ([\d.]+) %)"
+    r"(?:(mean %wait) ([\d.]+)%|([\d.]+) (MB written)|(%system up to) ([\d.]+) %"
+    r"|\((mean) ([\d.]+);)"
 )
 
 
@@ -785,7 +788,10 @@ def check_finding(b: Bundle, f: dict[str, Any], epoch: Callable[[Any], float]) -
             out.append(Check(sig, "samples", int(m.group(1)), n, int(m.group(1)) == n))
         if sig.startswith("process_"):
             for g in _PROC_EXTRA.findall(note):
-                label, val = (g[0], g[1]) if g[0] else ((g[3], g[2]) if g[3] else (g[4], g[5]))
+                if g[6]:
+                    label, val = "mean kB_wr/s", g[7]
+                else:
+                    label, val = (g[0], g[1]) if g[0] else ((g[3], g[2]) if g[3] else (g[4], g[5]))
                 out.append(
                     _run(
                         c,
