@@ -23,9 +23,10 @@ import duckdb
 
 from analyzer import __version__
 from analyzer.bundle import Bundle, Limits, open_bundle
+from analyzer.errors import BundleError
 from analyzer.malloc_tune import keep_big_blocks
 from analyzer.manifest import Manifest, bundle_path
-from analyzer.names import fs_text
+from analyzer.names import display_name, fs_text
 from analyzer.outputs import Outputs, emit, write_text
 from analyzer.parse_stage import ParseStage, is_history
 from analyzer.parsers._read import remove_scratch
@@ -103,6 +104,20 @@ def run(source: Path, options: Options, renderers: Renderers | None = None) -> R
     return result
 
 
+def _require_tool_output(source: Path, identified: list, has_manifest: bool) -> None:
+    """A bundle without a manifest in which no file is any tool's output is not input the
+    analyzer can use (exit 2), not an empty report of an unknown host."""
+    if has_manifest or any(i.role in ("data", "pending") for i in identified):
+        return
+    names = [display_name(i.file.rel) for i in identified]
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    raise BundleError(
+        f"{fs_text(source.name)}: no tool output recognised (no manifest.json; found {shown or 'no file'}); "
+        "a bundle holds the capture's files (capture/hindsight-capture.sh) or tool outputs "
+        "such as vmstat, iostat -x, mpstat, sar, dmesg"
+    )
+
+
 def _claim_outputs(out: Outputs, options: Options) -> dict[str, Path | None]:
     """Fail before the work, with a clear message, when an output cannot be written;
     the temporary path of each output (None: not written, or stdout)."""
@@ -141,6 +156,7 @@ def _analyse(
             )
             say("identifying files")
             identified = identify_all(bundle.files, manifest, stage.early())
+            _require_tool_output(source, identified, "manifest.json" in files)
             rows, tables, metas = stage.finish(identified, manifest)
             store = stage.store
             rows += _refused_rows(bundle) + _missing_rows(manifest, files)

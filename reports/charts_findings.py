@@ -166,9 +166,14 @@ def evidence_figure(
 
 
 def _short(value: float) -> str:
-    """``1234567.0`` → ``'1.23M'``; small values keep two decimals."""
+    """A chart label: k/M/G by powers of 10³ from 10 000 on; small values keep two decimals.
+
+    >>> [_short(x) for x in (44547.0, 1234567.0, 2.5e9, 9999.0, 0.125, 0.0, -12000.0)]
+    ['44.5k', '1.23M', '2.5G', '9999', '0.12', '0', '-12k']
+    """
     v = abs(value)
-    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e4, "k")):
-        if v >= limit:
-            return f"{value / limit:.3g}{suffix}"
+    if v >= 1e4:  # 1e3..1e4 stay plain: '9999', not '10k'
+        for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if v >= div:
+                return f"{value / div:.3g}{suffix}"
     return f"{value:.2f}".rstrip("0").rstrip(".") if v else "0"

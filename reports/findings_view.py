@@ -110,9 +110,28 @@ def _card(
     }
 
 
+#: name endings that spell a unit: a value shown under such a name stays in that unit
+_NAMED_UNITS = ("_kb_s", "_kb", "_us", "_mb", "_mb_s", "_ms")
+
+
+def shown_unit(signal: str, unit: str) -> tuple[str, float]:
+    """(unit shown, factor) of an evidence value: kB/s as MB/s, kB as MiB, µs as ms —
+    unless the signal's name spells its unit (``disk_write_kb_s`` stays in kB/s: a label
+    never contradicts its value, and the number is the one the tool printed).
+
+    >>> shown_unit("disk_write_kb_s", "kB/s"), shown_unit("vda write_kb_s", "kB/s")
+    (('kB/s', 1.0), ('kB/s', 1.0))
+    >>> shown_unit("written", "kB/s"), shown_unit("runqlat_p99", "us"), shown_unit("runq", "tasks")
+    (('MB/s', 0.0009765625), ('ms', 0.001), ('tasks', 1.0))
+    """
+    if signal.lower().endswith(_NAMED_UNITS):
+        return unit, 1.0
+    return UNITS.get(unit, (unit, 1.0))
+
+
 def _evidence_row(e: dict[str, Any]) -> dict[str, Any]:
     unit = str(e["unit"] or "")
-    shown, factor = UNITS.get(unit, (unit, 1.0))
+    shown, factor = shown_unit(str(e["signal"] or ""), unit)
     value, base = _scaled(e["value"], factor), _scaled(e["baseline"], factor)
     ratio = None
     if isinstance(value, float) and isinstance(base, float) and base > 0 and value >= 0:
@@ -149,7 +168,7 @@ def _evidence_chart(
     series = []
     for e in picked:
         unit = str(e["unit"] or "")
-        shown, factor = UNITS.get(unit, (unit, 1.0))
+        shown, factor = shown_unit(str(e["signal"] or ""), unit)
         q = (
             f"SELECT epoch_ms(ts) AS x, {ident(e['signal'])} * {float(factor)!r} AS v FROM signals "
             f"WHERE ts BETWEEN to_timestamp({lo} / 1000) AND to_timestamp({hi} / 1000) "

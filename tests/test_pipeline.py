@@ -114,6 +114,19 @@ def test_not_a_bundle_exits_2_with_one_line(tmp_path: Path, content: bytes) -> N
     assert not list(tmp_path.glob("*.html"))
 
 
+def test_a_directory_without_any_tool_output_exits_2_naming_what_it_found(
+    tmp_path: Path,
+) -> None:
+    """Issue #23: the demo's companion folder (a script and a workload, no tool output)
+    is unusable input: exit 2, one line naming its files, no report written."""
+    companion = Path(__file__).resolve().parents[1] / "samples" / "gpu-capture"
+    run = analyze(companion, "-o", tmp_path / "r.html", cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.count("\n") == 1 and "no tool output recognised" in run.stderr
+    assert "run-on-gpu.sh" in run.stderr and "workload.py" in run.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_missing_bundle_path_exits_2(tmp_path: Path) -> None:
     run = analyze(tmp_path / "nope.tgz", cwd=tmp_path)
     assert run.returncode == 2 and "no such file" in run.stderr

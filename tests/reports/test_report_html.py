@@ -125,10 +125,11 @@ def test_evidence_chart_is_zoomed_to_the_window_with_the_baseline_dashed(full_pa
     fig = evidence["ev-1"]
     assert fig["layout"]["xaxis"]["range"] == [1714564980000 - 52500, 1714565085000 + 52500]
     dashed = [s for s in fig["layout"]["shapes"] if s["type"] == "line"]
-    assert {(s["yref"], s["y0"]) for s in dashed} == {("y", 1.5), ("y2", 8192.0)}  # kB -> MiB
+    # dirty_kb stays in kB: its name spells the unit (a label never contradicts its value)
+    assert {(s["yref"], s["y0"]) for s in dashed} == {("y", 1.5), ("y2", 8388608.0)}
     assert [a["text"] for a in fig["layout"]["annotations"] if "baseline" in a["text"]] == [
         "baseline 1.5",
-        "baseline 8192",
+        "baseline 8.39M",
     ]
 
 
