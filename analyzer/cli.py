@@ -47,6 +47,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 ANALYZE_HELP = """Analyse a capture bundle and write a self-contained HTML incident report.
@@ -56,7 +57,7 @@ outputs (hand-made bundles work: vmstat, iostat, dmesg... files, any names).
 
 Example:
 
-    analyze samples/demo-checkpoint-stall.tgz -o report.html --db demo.duckdb
+    analyze samples/h200-checkpoint-stall.tgz -o report.html --db demo.duckdb
 """
 
 
@@ -685,19 +686,32 @@ def _protect() -> None:
     install_signal_handlers()
 
 
+def _version_asked() -> None:
+    """``--version`` / ``-V`` alone: print the version and exit 0."""
+    if sys.argv[1:] in (["--version"], ["-V"]):
+        typer.echo(f"hindsight {__version__}")
+        raise SystemExit(0)
+
+
 def main() -> None:
     """Console script `hindsight`."""
+    _version_asked()
     os.environ.setdefault("POLARS_MAX_THREADS", str(os.cpu_count() or 2))
     if len(sys.argv) > 1 and sys.argv[1] in PROTECTED:  # not `capture`: its script cleans up
         _protect()
     app()
 
 
-analyze_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+analyze_app = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 analyze_app.command(help=ANALYZE_HELP)(analyze)
 
 
 def analyze_main() -> None:
     """Console script `analyze` = `hindsight analyze`."""
+    _version_asked()
     _protect()
     analyze_app()

@@ -103,3 +103,29 @@ def test_capture_command_passes_arguments_to_the_script() -> None:
         timeout=60,
     )
     assert out.returncode == 0 and "Usage: hindsight-capture.sh" in out.stdout
+
+
+def test_dash_h_and_version_work_and_the_help_example_exists() -> None:
+    """Issue #23: -h is --help, --version prints the version, and the example in
+    `analyze --help` names a bundle that exists in the repository."""
+    from analyzer import __version__
+
+    for cmd in (["hindsight", "-h"], ["analyze", "-h"], ["hindsight", "analyze", "-h"]):
+        entry = "analyzer.cli:analyze_main" if cmd[0] == "analyze" else "analyzer.cli:main"
+        mod, fn = entry.split(":")
+        code = f"import sys; sys.argv = {cmd!r}; from {mod} import {fn}; {fn}()"
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0 and "Usage" in out.stdout, (cmd, out.stderr)
+    for cmd in (["hindsight", "--version"], ["analyze", "-V"]):
+        fn = "analyze_main" if cmd[0] == "analyze" else "main"
+        code = f"import sys; sys.argv = {cmd!r}; from analyzer.cli import {fn}; {fn}()"
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0 and out.stdout.strip() == f"hindsight {__version__}", out
+    from analyzer.cli import ANALYZE_HELP
+
+    examples = re.findall(r"analyze (\S+\.tgz)", ANALYZE_HELP)
+    assert examples and all((ROOT / e).is_file() for e in examples), examples
