@@ -119,6 +119,9 @@ def analyze(
         typer.Option("--role", help="audit the host configuration as a training or inference host"),
     ] = Role.auto,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print nothing but errors")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="list every input file in the summary")
+    ] = False,
     strict: Annotated[
         bool,
         typer.Option("--strict", help="any refused member or over-bound file is fatal (exit 2)"),
@@ -192,6 +195,17 @@ def analyze(
             "--force", help="let --db replace a file that is not a database Hindsight wrote"
         ),
     ] = False,
+    app_series: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--app-series",
+            help="the application's own series, CSV or JSONL with a time column (repeatable; docs/symptoms.md)",
+        ),
+    ] = None,
+    tz: Annotated[
+        str | None,
+        typer.Option("--tz", help="time zone of --app-series times written without one (e.g. UTC)"),
+    ] = None,
 ) -> None:
     from analyzer.bundle import bundle_name
     from analyzer.pipeline import Options, run
@@ -212,6 +226,7 @@ def analyze(
         report=report, db=db, json_path=json_out, strict=strict, debug=debug, progress=progress
     )
     options.markdown, options.role, options.force = md_out, role.value, force
+    options.app_series, options.tz = list(app_series or []), tz
     to_stdout = [
         n for n, p in (("-o", output), ("--json", json_out), ("--md", md_out)) if str(p) == "-"
     ]
@@ -268,7 +283,7 @@ def analyze(
         if not quiet:
             typer.echo(f"hindsight: redaction mapping (private): {redaction.mapping}", err=True)
     if not quiet:  # stdout carries only the document when --json/--md write there
-        summary = "\n".join(map(one_line, format_summary(result).splitlines()))
+        summary = "\n".join(map(one_line, format_summary(result, verbose).splitlines()))
         typer.echo(summary, err=bool(to_stdout))
     if fail_on is not None and any(
         SEVERITY_RANK.get(str(f.get("severity")), -1) >= SEVERITY_RANK[fail_on.value]
