@@ -29,6 +29,7 @@ from analyzer.parsers import PARSERS
 from analyzer.parsers.base import TS, Table, table
 from analyzer.signals import SIGNAL_SOURCES, SIGNALS
 from analyzer.sql import ident
+from analyzer.symptoms.schema import TABLES as SYMPTOM_TABLES
 
 #: DuckDB's buffer budget for a ``--db`` file (the in-memory default is 80 % of RAM);
 #: beyond it DuckDB spills to ``PATH.spill`` beside the database (docs/limits.md).
@@ -118,6 +119,7 @@ STORE_TABLES: dict[str, Table] = {
     "finding_log_lines": FINDING_LOG_LINES,
     "chains": CHAINS,
     "detector_status": DETECTOR_STATUS,
+    **SYMPTOM_TABLES,  # app_series and the symptom stage's (analyzer/symptoms/schema.py)
 }
 
 
@@ -128,6 +130,10 @@ def declared_tables() -> dict[str, Table]:
         for name, t in module.TABLES.items():
             tables.setdefault(name, t)
     return tables
+
+
+#: ``--db`` files are written in DuckDB 1.0's storage format (header version 64)
+STORAGE_COMPATIBILITY = "v1.0.0"
 
 
 class Store:
@@ -147,6 +153,9 @@ class Store:
         config = {"temp_directory": str(self.spill)}
         if path is not None:  # a file database can spill and evict: keep RSS bounded
             config["memory_limit"] = FILE_DB_MEMORY_LIMIT
+            # the oldest storage format current clients read (DuckDB >= 1.0: version 64),
+            # not this library's newest, which DuckDB 1.x CLIs refuse (docs/tables.md)
+            config["storage_compatibility_version"] = STORAGE_COMPATIBILITY
         self.con = duckdb.connect(str(path) if path else ":memory:", config=config)
         self.con.sql("SET TimeZone = 'UTC'")
         # The progress bar writes to the process's stdout and would corrupt --json -.

@@ -53,6 +53,10 @@ def test_hand_made_directory_of_renamed_files_loads_every_tool(
     run = analyze(hand_made, "-o", report, "--db", db, "--json", js, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "report" in run.stdout and str(report) in run.stdout
+    # DuckDB 1.0's storage format (header: 8 checksum bytes, "DUCK", version 64), which
+    # DuckDB 1.x clients open; a newer one they refuse (issue #23)
+    head = db.read_bytes()[:20]
+    assert head[8:12] == b"DUCK" and int.from_bytes(head[12:20], "little") == 64
     con = duckdb.connect(str(db), read_only=True)
     tools = dict(con.sql("SELECT file, tool FROM collectors").fetchall())
     assert tools == {"first.txt": "vmstat", "cpu": "psi", "kern.log": "dmesg"}
