@@ -296,7 +296,8 @@ def headline(result: FleetResult) -> str:
     if not any(m["status"] == "evaluated" for m in result.metrics):
         return f"Nothing to compare: no metric is reported by 3 or more of the {n} hosts at the same time."
     if not result.hosts or not result.hosts[0]["score"]:
-        return f"No host diverges from its peers ({n} hosts compared)."
+        secs = max((m["seconds"] for m in result.metrics if m["status"] == "evaluated"), default=0)
+        return f"No host diverges from its peers ({n} hosts compared over {secs} s that 3 or more of them report)."
     top = result.hosts[0]
     worst = max(top["outliers"], key=lambda o: o.divergent_s)
     return (

@@ -55,6 +55,9 @@ class Metric:
 
 METRICS: tuple[Metric, ...] = (
     Metric("gpu_util", "GPU utilisation", "gpu_util_mean_pct", "%", -1, 15.0, 5.0, ("gpu_util_mean_pct",)),
+    # a clock-capped node's GPUs may look busy (100 % util) and still run slow
+    Metric("gpu_clock", "GPU SM clock (slowest GPU)", "gpu_sm_clock_min_mhz", "MHz", -1, 150.0, 30.0, ("gpu_sm_clock_min_mhz",)),
+    Metric("gpu_power_cap", "GPU power-cap throttling", "gpu_pviol_max_pct", "%", 1, 10.0, 5.0, ("gpu_pviol_max_pct",)),
     Metric("throttled", "CPU throttling", "throttled_ms_per_s", "ms/s", 1, 50.0, 20.0, ("throttled_ms_per_s",)),
     Metric("disk_w_await", "disk write latency", "disk_w_await_max_ms", "ms", 1, 20.0, 5.0, ("disk_w_await_max_ms",)),
     Metric(

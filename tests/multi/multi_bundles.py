@@ -33,6 +33,7 @@ class HostSpec:
     gpu_util: Curve = field(default_factory=lambda: const(90.0))
     gpu_util_per_gpu: Callable[[int, int], float] | None = None  # (t, gpu) -> %
     throttled_pct: Curve = field(default_factory=lambda: const(0.0))
+    sm_clock_mhz: Curve = field(default_factory=lambda: const(1980.0))
     w_await_ms: Curve = field(default_factory=lambda: const(1.0))
     psi_cpu_pct: Curve = field(default_factory=lambda: const(1.0))
     runq: Curve = field(default_factory=lambda: const(4.0))
@@ -94,7 +95,7 @@ def _dmon(b: Path, spec: HostSpec, times: Sequence[datetime]) -> None:
         for g in range(spec.gpus):
             u = spec.gpu_util_per_gpu(i, g) if spec.gpu_util_per_gpu else spec.gpu_util(i)
             lines.append(
-                f" {t:%Y%m%d}    {t:%H:%M:%S}  {g:6d}  {400:5d}  {55:5d}  {60:5d}  {round(u):5d}  {30:5d}      0      0      0      0   3201   1980      0      0  40000      1      0      0      0      0      0      0 "
+                f" {t:%Y%m%d}    {t:%H:%M:%S}  {g:6d}  {400:5d}  {55:5d}  {60:5d}  {round(u):5d}  {30:5d}      0      0      0      0   3201  {round(spec.sm_clock_mhz(i)):5d}      0      0  40000      1      0      0      0      0      0      0 "
             )
     (b / "series" / "nvidia_dmon.out").write_text("\n".join(lines) + "\n")
 

@@ -244,3 +244,27 @@ def test_fewer_than_three_hosts_is_reported_as_nothing_to_compare(tmp_path: Path
 
     assert headline(result).startswith("Nothing to compare")
     assert all(m["status"] == "not evaluated" for m in result.metrics)
+
+
+def test_a_clock_capped_node_with_busy_gpus_is_the_straggler(tmp_path: Path) -> None:
+    """Issue #23: one node's GPUs ran at 60 % of their SM clock for 120 s while showing
+    the same utilisation as their peers: the fleet names it first, by its clock."""
+    captures = tmp_path / "captures"
+    captures.mkdir()
+    for i in range(6):
+        capped = i == 3
+        spec = HostSpec(
+            hostname=f"gpu{i}",
+            seconds=150,
+            gpu_util=_jitter(i, 95.0, 2.0),
+            sm_clock_mhz=(lambda t: 1188.0 if 15 <= t < 135 else 1980.0)
+            if capped
+            else const(1980.0),
+            w_await_ms=_jitter(50 + i, 2.0, 1.0),
+        )
+        write_bundle(captures, spec)
+    result = run_fleet([captures], FleetOptions(output=tmp_path / "f.html", jobs=1), FLEET)
+    assert result.hosts[0]["host"] == "gpu3", [(h["host"], h["score"]) for h in result.hosts]
+    worst = [o for o in result.outliers if o.host == "gpu3"]
+    assert worst and {o.label for o in worst} == {"GPU SM clock (slowest GPU)"}, worst
+    assert all(h["score"] == 0 for h in result.hosts[1:])
