@@ -184,8 +184,19 @@ def _archive_kind(magic: bytes) -> str:
         return "tar"
     if magic[:4] == b"PK\x03\x04":
         raise BundleError("this is a zip archive, not a tar/tgz bundle")
-    if magic[:3] == b"BZh" or magic[:6] == b"\xfd7zXZ\x00" or magic[:4] == b"\x28\xb5\x2f\xfd":
+    if magic[:4] == b"\x28\xb5\x2f\xfd":  # Python 3.11's tarfile has no zstd
+        raise BundleError(
+            "a zstd-compressed archive, which this Python cannot read: unpack it first "
+            "(zstd -d FILE.tar.zst, or tar --zstd -xf FILE.tar.zst) and analyse the .tar or directory"
+        )
+    if magic[:3] == b"BZh" or magic[:6] == b"\xfd7zXZ\x00":
         return "compressed"
+    if magic[:2] == b"\x96\xd5":  # sysstat's binary daily file (sa01..sa31): SYSSTAT_MAGIC
+        raise BundleError(
+            "a binary sysstat daily file (saDD), not a bundle: convert it on a host with the "
+            "same sysstat version (sadf -j FILE > sa.json, or sar -A -f FILE > sar.txt) and "
+            "analyse a directory holding that file"
+        )
     raise BundleError("not a bundle: neither a gzip/tar archive nor a directory")
 
 

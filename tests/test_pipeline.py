@@ -131,6 +131,23 @@ def test_a_directory_without_any_tool_output_exits_2_naming_what_it_found(
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.parametrize(
+    ("magic", "hint"),
+    [
+        (b"\x28\xb5\x2f\xfd" + b"\x00" * 60, "zstd -d"),
+        (b"\x96\xd5\x75\x21\x0c\x06\x01\x00" + b"\x00" * 60, "sadf -j"),
+    ],
+)
+def test_a_zstd_archive_or_a_binary_sa_file_says_what_to_do(
+    tmp_path: Path, magic: bytes, hint: str
+) -> None:
+    """Issue #23: formats users hand over that are not bundles say how to convert them."""
+    bad = tmp_path / "input"
+    bad.write_bytes(magic)
+    run = analyze(bad, cwd=tmp_path)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and hint in run.stderr, run.stderr
+
+
 def test_missing_bundle_path_exits_2(tmp_path: Path) -> None:
     run = analyze(tmp_path / "nope.tgz", cwd=tmp_path)
     assert run.returncode == 2 and "no such file" in run.stderr
