@@ -434,9 +434,9 @@ def query_command(
         ),
     ],
     sql: Annotated[
-        str,
+        str | None,
         typer.Argument(help="SQL (DuckDB dialect) over the analysed tables", show_default=False),
-    ],
+    ] = None,
     fmt: Annotated[
         str, typer.Option("--format", "-f", help="table | csv | json | parquet")
     ] = "table",
@@ -448,6 +448,9 @@ def query_command(
         bool, typer.Option("--debug", help="show tracebacks of internal errors")
     ] = False,
     allow_file_access: AllowFiles = False,
+    tables: Annotated[
+        bool, typer.Option("--tables", help="list the tables and their columns instead of SQL")
+    ] = False,
 ) -> None:
     """Run SQL on the analysed tables of a bundle, a --db file or a dataset.
 
@@ -456,11 +459,14 @@ def query_command(
 
     Example: hindsight query bundle.tgz "SELECT key, start_ts, summary FROM findings" --format csv
     """
-    from analyzer.query import open_source, run_sql, write_result
+    from analyzer.query import TABLES_SQL, open_source, run_sql, write_result
+
+    if (sql is None) == (not tables):
+        _fail("give SQL or --tables (not both)", EXIT_INPUT)
 
     def call() -> None:
         with open_source(source, debug=debug, allow_file_access=allow_file_access) as con:
-            write_result(run_sql(con, sql), fmt, output)
+            write_result(run_sql(con, TABLES_SQL if tables else str(sql)), fmt, output)
 
     _guarded(call, debug)
 

@@ -31,6 +31,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -40,6 +41,7 @@ import polars as pl
 
 from analyzer import __version__
 from analyzer.errors import HindsightError
+from analyzer.names import fs_text
 from analyzer.outputs import Outputs, replacing, write_text
 from analyzer.sql import connect_sealed, ident
 
@@ -105,7 +107,14 @@ def open_source(
     try:
         db = work / "analysis.duckdb"
         with stdout_to_stderr():
+            started = time.monotonic()
             run(source, Options(db=db, progress=progress, debug=debug))
+        took = time.monotonic() - started
+        print(
+            f"hindsight: note: {fs_text(source.name)} analysed on the fly ({took:.1f} s); to query "
+            "it again without that: analyze BUNDLE --db FILE.duckdb, then query FILE.duckdb",
+            file=sys.stderr,
+        )
         con = connect_sealed(db, allow_file_access=allow_file_access)
         with contextlib.closing(con):
             yield con
@@ -188,6 +197,12 @@ def tables(con: duckdb.DuckDBPyConnection) -> list[str]:
         "WHERE table_schema = current_schema() ORDER BY table_name"
     ).fetchall()
     return list(dict.fromkeys(str(r[0]) for r in rows))
+
+
+#: ``query --tables``: every table and view with its columns and their types, in order
+TABLES_SQL = """SELECT table_name AS "table", column_name AS "column", data_type AS "type"
+FROM duckdb_columns() WHERE NOT internal AND schema_name = 'main'
+ORDER BY table_name, column_index"""
 
 
 def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:

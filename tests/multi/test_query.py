@@ -136,3 +136,21 @@ def test_export_refuses_a_non_empty_directory_it_did_not_write(
     code, _, err = invoke("export", str(analysed[1]), str(tmp_path))
     assert code == 2 and "not empty" in err
     assert (tmp_path / "mine.txt").read_text() == "keep me"
+
+
+def test_query_tables_lists_every_table_with_its_columns(analysed: tuple[Path, Path]) -> None:
+    """Issue #23: `query SOURCE --tables` instead of guessing table names."""
+    code, out, _ = invoke("query", str(analysed[1]), "--tables", "--format", "csv")
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    cols = {(r["table"], r["column"]) for r in rows}
+    assert ("findings", "key") in cols and ("vmstat", "r") in cols and ("bundle", "host") in cols
+    assert invoke("query", str(analysed[1]))[0] == 2  # neither SQL nor --tables
+    assert invoke("query", str(analysed[1]), SQL, "--tables")[0] == 2  # both
+
+
+def test_query_on_a_bundle_says_how_to_avoid_analysing_it_again(
+    analysed: tuple[Path, Path],
+) -> None:
+    code, _, err = invoke("query", str(analysed[0]), SQL)
+    assert code == 0 and "analysed on the fly" in err and "--db" in err
