@@ -85,6 +85,16 @@ class Incident:
     window: str = ""
     local: str | None = None
 
+    def first_fix(self) -> str | None:
+        """The first remediation line of the incident's cause (else of its first member
+        that has one): what the summary puts on the first screen."""
+        cause = [m for m in self.members if m.get("finding_id") == self.cause_id]
+        for m in cause + self.members:
+            lines = m.get("remediation_lines") or []
+            if lines:
+                return str(lines[0])
+        return None
+
 
 def parse_impact(raw: Any) -> dict[str, Any]:
     """``impact_json`` as a dict; junk gives an empty dict.

@@ -106,6 +106,19 @@ def test_summary_ranks_incidents_with_impact_and_evidence_links(full_page: str) 
     assert "<strong>cannot conclude</strong> on cpu_throttle" in summary
 
 
+def test_summary_puts_the_first_remediation_of_each_incidents_cause_on_the_first_screen(
+    full_page: str,
+) -> None:
+    """Issue #23: what to change was ~6,000 px down, in the cards only."""
+    summary = section(full_page, "summary")
+    first = summary[: summary.index("Disk saturated")]
+    # the chain's cause is MEMORY_PRESSURE: its first line, not the OOM kill's
+    assert '<p class="first-fix"><strong>First step:</strong> Lower vm.swappiness:' in first
+    assert "<code>sysctl -w vm.swappiness=10</code>" in first
+    assert 'href="#incident-1">(all remediations)</a>' in first
+    assert summary.count('class="first-fix"') == 1  # the disk finding has no remediation
+
+
 def test_finding_cards_show_evidence_raw_lines_chain_and_remediation(full_page: str) -> None:
     findings = section(full_page, "findings")
     card = findings[findings.index('id="finding-2"') :]
