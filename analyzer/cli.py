@@ -45,7 +45,7 @@ app = typer.Typer(
     name="hindsight",
     help="Hindsight: offline postmortem analyzer for Linux GPU hosts.\n\nExample: hindsight analyze bundle.tgz",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # hindsight --install-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )

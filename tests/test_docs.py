@@ -3,6 +3,7 @@ documented, every registry entry has fixtures, every command has help with an ex
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -129,3 +130,19 @@ def test_dash_h_and_version_work_and_the_help_example_exists() -> None:
 
     examples = re.findall(r"analyze (\S+\.tgz)", ANALYZE_HELP)
     assert examples and all((ROOT / e).is_file() for e in examples), examples
+
+
+def test_shell_completion_can_be_shown_and_completes_commands() -> None:
+    """Issue #23: `hindsight --install-completion` exists (documented in the README); the
+    bash completion it installs completes the commands."""
+    env = {"_HINDSIGHT_COMPLETE": "complete_bash", "COMP_WORDS": "hindsight an", "COMP_CWORD": "1"}
+    code = "import sys; sys.argv = ['hindsight']; from analyzer.cli import main; main()"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
+    assert "analyze" in out.stdout.split(), out
+    assert "--install-completion" in (ROOT / "README.md").read_text()
