@@ -40,6 +40,7 @@ class Panel:
     absent: str = ""
     notes: list[str] = field(default_factory=list)
     sql: list[str] = field(default_factory=list)
+    flat: list[str] = field(default_factory=list)  # rows whose every value was 0: not drawn
 
 
 @dataclass
@@ -151,7 +152,16 @@ def host_row(
         )
     for table, names in sources.items():
         panel.notes.append(f"{', '.join(names)}: {table}")
+    if traces and all(_all_zero(t) for t in traces):
+        panel.flat.append(label)  # a chart of a flat zero line says nothing: one word instead
+        return None
     return charts.Row(label, traces) if traces else None
+
+
+def _all_zero(trace: dict[str, Any]) -> bool:
+    """Every plotted value of the trace is 0 (gaps aside)."""
+    values = [v for v in (trace.get("y") or []) if v is not None]
+    return bool(values) and all(v == 0 for v in values)
 
 
 def per_trace(n: int) -> int:

@@ -270,9 +270,12 @@ def psi_panel(store: Store, fr: Frame) -> Panel:
 
 def _finish(panel: Panel, rows: list[charts.Row | None], fr: Frame, absent: str) -> Panel:
     present = [r for r in rows if r is not None]
+    flat = f"flat at 0 over the capture: {', '.join(panel.flat)}" if panel.flat else ""
     if not present:
-        panel.absent = absent
+        panel.absent = flat.capitalize() if flat else absent
         panel.notes.clear()
         return panel
+    if flat:
+        panel.notes.append(flat)
     panel.figure = charts.rows_figure(present, panel.title, fr.x_range)
     return panel

@@ -148,3 +148,18 @@ def test_screenshot_in_the_readme_exists_and_stays_small() -> None:
     width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
     assert (width, height) == (1280, 1500)
     assert "docs/img/report.png" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_panel_row_flat_at_zero_is_one_word_not_a_chart(sample: Analysed) -> None:
+    """Issue #23: the H200 capture never stalled on memory: its memory-pressure row is
+    named flat in the panel's caption instead of drawn as a line at 0; I/O pressure, which
+    moved, is still drawn."""
+    page = sample.report.read_text(encoding="utf-8")
+    box = page[page.index('id="p-psi-box"') :]
+    box = box[: box.index("</figure>")]
+    assert "flat at 0 over the capture: Memory pressure (% of time stalled)" in box
+    m = re.search(r'<script type="application/json" id="hs-figures">(.*?)</script>', page, re.S)
+    assert m
+    fig = json.loads(m.group(1))["figures"]["p-psi"]
+    names = {t.get("name") for t in fig["data"]}
+    assert {"io some", "io full"} <= names and not names & {"memory some", "memory full"}
