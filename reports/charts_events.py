@@ -84,6 +84,9 @@ def finding_shapes(findings: pl.DataFrame) -> list[dict[str, Any]]:
         if x0 is None:
             continue
         color = SEVERITY_COLORS.get(str(row.get("severity") or "info"), "#1f77b4")
+        # critical/major windows shade the panel; minor/info ones are a strip along its
+        # top, so a long minor finding does not tint every chart of the page
+        loud = row.get("severity") in ("critical", "major")
         shapes.append(
             {
                 "type": "rect",
@@ -91,13 +94,12 @@ def finding_shapes(findings: pl.DataFrame) -> list[dict[str, Any]]:
                 "yref": "paper",
                 "x0": x0,
                 "x1": max(x1, x0 + 1000),
-                "y0": 0,
+                "y0": 0 if loud else 0.96,
                 "y1": 1,
                 "fillcolor": color,
-                # long minor/info windows must not tint the whole timeline
-                "opacity": 0.15 if row.get("severity") in ("critical", "major") else 0.07,
+                "opacity": 0.15 if loud else 0.6,
                 "line": {"width": 0},
-                "layer": "below",
+                "layer": "below" if loud else "above",  # a strip is seen over stacked areas
             }
         )
     return shapes

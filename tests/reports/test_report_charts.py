@@ -177,3 +177,14 @@ def test_evidence_figure_shades_the_window_and_dashes_each_baseline() -> None:
     assert kinds == [("rect", "paper"), ("line", "y")]
     assert fig["layout"]["xaxis"]["range"] == [0, 2000]
     assert [t["yaxis"] for t in fig["data"]] == ["y", "y2"]
+
+
+def test_minor_and_info_windows_are_a_strip_not_a_tint_of_the_whole_panel() -> None:
+    """Issue #23: a long minor finding tinted every chart; only critical/major shade it."""
+    rows = pl.DataFrame(
+        {"x0": [0, 0, 0], "x1": [60_000] * 3, "severity": ["major", "minor", "info"]}
+    )
+    major, minor, info = charts_events.finding_shapes(rows)
+    assert (major["y0"], major["y1"], major["layer"]) == (0, 1, "below")
+    for strip in (minor, info):
+        assert strip["y0"] >= 0.9 and strip["y1"] == 1 and strip["layer"] == "above"
