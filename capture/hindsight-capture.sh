@@ -20,7 +20,8 @@ usage() {
 Usage: hindsight-capture.sh [-d DURATION_S] [-i INTERVAL_S] [-o OUT_DIR] [--pid PID]...
                             [--cgroup PATH]... [--no-bpf] [--no-gpu] [--safe-mode]
                             [--max-mb N] [--min-free-mb N] [--history-hours N]
-                            [--iostat-json] [--irq-interval S] [-h]
+                            [--iostat-json] [--irq-interval S]
+                            [--app-metrics URL]... [--app-log FILE --app-pattern ERE]... [-h]
        hindsight-capture.sh --ring MINUTES [--trigger SPEC]... [--cooldown S]
                             [--max-dumps N] [same options as above, but -d]
        hindsight-capture.sh --dump [-o OUT_DIR]
@@ -47,6 +48,10 @@ and OUT_DIR/hindsight-<host>-<UTC>.tgz. Then: analyze hindsight-<host>-<UTC>.tgz
                      bytes; off by default)
   --irq-interval S   per-CPU interrupt/softirq tables (mpstat -I) every S seconds (default:
                      the smallest multiple of the interval >= 10 s; at most the duration)
+  --app-metrics URL  scrape this Prometheus endpoint (http/https) every interval with curl
+                     or wget, whole page kept (repeatable; docs/capture.md "Application")
+  --app-log FILE     follow this log from its end (tail -F) and keep the lines matching
+  --app-pattern ERE  the ERE given with it, each with its arrival time (pairs, repeatable)
   -h, --help         this help
 
 Flight recorder (docs/capture.md): --ring MINUTES keeps the last MINUTES of every
@@ -62,7 +67,8 @@ SIGTERM/SIGINT stop a recorder (exit 0) without a bundle.
 
 Ctrl-C (or SIGTERM) at any moment stops the collectors and still writes the bundle.
 Run as root for dmesg, bpftrace, other users' environments and pstore.
-Environment: HINDSIGHT_CMD_TIMEOUT=S limits every one-shot command to S seconds.
+Environment: HINDSIGHT_CMD_TIMEOUT=S limits every one-shot command to S seconds;
+HINDSIGHT_APP_MAX_KB=N caps one --app-metrics page at N KiB (default 1024).
 Example: sudo sh hindsight-capture.sh -d 120 --pid 4242 -o /var/tmp
 EOF
 }
@@ -267,6 +273,14 @@ END {
         while ((getline dl < dropf) > 0) { split(dl, dd, " "); if (dd[1] + 0 >= first_slot + 0) nd += dd[2] }
         close(dropf)
         if (nd > 0) reason = (reason == "" ? "" : reason "; ") nd " lines dropped (flight recorder: per-slot size cap)"
+        # .state/<name>.note: "status<TAB>reason" of an application collector (scrapes failed...)
+        notef = ".state/" name ".note"
+        if ((getline nl < notef) > 0) {
+            k = index(nl, "\t"); nst = substr(nl, 1, k - 1); nmsg = substr(nl, k + 1)
+            if (st == "ok" && nst == "failed") { st = "failed"; reason = nmsg }
+            else if (nmsg != "" && (st == "ok" || st == "failed")) reason = (reason == "" ? "" : reason "; ") nmsg
+        }
+        close(notef)
         if ((st == "failed" || st == "timeout") && reason == "" && errf != "") reason = errtail(errf)
         if (st == "failed" && reason == "") reason = "exit code " rc
         bytes = 0
@@ -416,6 +430,152 @@ while [ "$n" -lt "$max" ] && [ ! -e "$stop" ] && kill -0 "$main" 2>/dev/null; do
     n=$((n + 1))
     sleep "$iv" || break
 done | "$@"'
+
+# --app-metrics: one scraper per endpoint. Every interval one page (curl or wget, at
+# most LIM s, at most CAP bytes) between two marker lines on stdout (block writer
+# below); NOTE holds "status<TAB>reason" for the manifest. "$@": the timeout(1) prefix.
+SCRAPE_SH='url=$1 shown=$2 iv=$3 fmt=$4 main=$5 stop=$6 max=$7 tool=$8 lim=$9
+shift 9
+conn=$1 cap=$2 budget=$3 tmp=$4 note=$5 wgnu=$6 blk=$7
+shift 7
+acc="application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+n=0 good=0 bad=0 cut=0 total=0 last=
+while [ "$n" -lt "$max" ] && [ ! -e "$stop" ] && kill -0 "$main" 2>/dev/null; do
+    n=$((n + 1))
+    sleep "$iv" &
+    nap=$!
+    t0=$(date "$fmt")
+    if [ "$tool" = curl ]; then
+        { "$@" curl -fsS --proto =http,https -H "Accept: $acc" --connect-timeout "$conn" --max-time "$lim" "$url"; echo "$?" >"$tmp.rc"; } 2>"$tmp.err" | head -c "$((cap + 1))" >"$tmp.body"
+    elif [ -n "$wgnu" ]; then
+        { "$@" wget -nv --tries=1 --timeout="$lim" --header "Accept: $acc" -O - "$url"; echo "$?" >"$tmp.rc"; } 2>"$tmp.err" | head -c "$((cap + 1))" >"$tmp.body"
+    else
+        { "$@" wget -q --header "Accept: $acc" -O - "$url"; echo "$?" >"$tmp.rc"; } 2>"$tmp.err" | head -c "$((cap + 1))" >"$tmp.body"
+    fi
+    t1=$(date "$fmt")
+    rc=1
+    read -r rc <"$tmp.rc" 2>/dev/null
+    size=$(wc -c <"$tmp.body")
+    size=${size##* }
+    trunc=0
+    if [ "$size" -gt "$cap" ]; then
+        # a page over the cap: its first CAP bytes, less the line cut in two
+        trunc=1 rc=0 cut=$((cut + 1))
+        head -c "$cap" "$tmp.body" | sed "\$d" >"$tmp.keep"
+        mv -f "$tmp.keep" "$tmp.body"
+        size=$(wc -c <"$tmp.body")
+        size=${size##* }
+    fi
+    why=
+    if [ "$rc" = 0 ]; then
+        good=$((good + 1))
+    else
+        bad=$((bad + 1))
+        case $rc in
+        124 | 137 | 143) why="no answer within $lim s (stopped by timeout)" ;;
+        *) why=$(tail -n 1 "$tmp.err" | tr "\t\r" "  " | cut -c 1-200) ;;
+        esac
+        [ -n "$why" ] || why="$tool exit code $rc"
+        last=$why size=0
+        : >"$tmp.body"
+    fi
+    total=$((total + size))
+    HS_T0=$t0 HS_T1=$t1 HS_URL=$shown HS_END="rc=$rc bytes=$size truncated=$trunc" HS_WHY=$why awk "$blk" "$tmp.body"
+    st=ok msg=
+    if [ "$good" = 0 ]; then
+        st=failed msg="every scrape failed ($bad): $last"
+    elif [ "$bad" -gt 0 ]; then
+        msg="$bad of $n scrapes failed (last: $last)"
+    fi
+    [ "$cut" = 0 ] || msg="${msg:+$msg; }$cut of $n pages cut at $((cap / 1024)) KiB (HINDSIGHT_APP_MAX_KB)"
+    if [ "$budget" -gt 0 ] && [ "$total" -ge "$budget" ]; then
+        msg="${msg:+$msg; }stopped after $n scrapes: its share of --max-mb ($((budget / 1048576)) MiB) is used"
+        printf "%s\t%s\n" "$st" "$msg" >"$note"
+        break
+    fi
+    printf "%s\t%s\n" "$st" "$msg" >"$note"
+    wait "$nap"
+done
+rm -f "$tmp.rc" "$tmp.err" "$tmp.body"'
+# one scrape as a block: begin marker, the page as it came (a line that would read as a
+# marker gets one more "#"), end marker. Strings come through ENVIRON (no escapes).
+SCRAPE_AWK='
+BEGIN { printf "# hindsight-scrape begin %s %s\n", ENVIRON["HS_T0"], ENVIRON["HS_URL"] }
+/^# hindsight-scrape / { $0 = "#" $0 }
+{ print }
+END {
+    why = ENVIRON["HS_WHY"]
+    printf "# hindsight-scrape end %s %s dur_ms=%.1f%s\n", ENVIRON["HS_T1"], ENVIRON["HS_END"], (ENVIRON["HS_T1"] - ENVIRON["HS_T0"]) * 1000, (why == "" ? "" : " error=" why)
+    fflush()
+}
+'
+
+# --app-log: tail -F of FILE into a fifo, read by APPLOG_AWK; "$@": the tail command
+APPLOG_SH='file=$1 fifo=$2 prog=$3 pat=$4 maxps=$5 budget=$6 inter=$7 fmt=$8 note=$9
+shift 9
+rm -f "$fifo"
+mkfifo "$fifo" || exit 1
+i=
+[ -n "$inter" ] && i="-W interactive" # mawk reads pipes in blocks without it
+HS_FILE=$file HS_PAT=$pat awk $i -v maxps="$maxps" -v budget="$budget" -v fmt="$fmt" -v note="$note" "$prog" <"$fifo" &
+a=$!
+"$@" "$file" >"$fifo" &
+t=$!
+trap '\''kill "$t" "$a" 2>/dev/null'\'' TERM INT HUP
+wait "$a"
+rc=$?
+kill "$t" 2>/dev/null
+rm -f "$fifo"
+exit "$rc"'
+# the matching lines, each as "<epoch_s> <path> <line>" (docs/bundle-format.md)
+APPLOG_AWK='
+function esc(p,    r, i, c) {
+    if (p !~ /[ \t\n\\]/) return p
+    r = ""
+    for (i = 1; i <= length(p); i++) {
+        c = substr(p, i, 1)
+        if (c == " ") r = r "\\040"; else if (c == "\t") r = r "\\011"
+        else if (c == "\n") r = r "\\012"; else if (c == "\\") r = r "\\134"; else r = r c
+    }
+    return r
+}
+function now_s(   t) { srand(); t = srand(); return t }
+function remark(s) { print "# hindsight-app-log " s; fflush() }
+function tally(   m) {
+    if (!drop) return
+    remark("dropped " drop " matching lines (more than " maxps " in second " sec ")")
+    dropped += drop; drop = 0
+    m = dropped " matching lines dropped (more than " maxps " a second)"
+    if (full) m = m "; its share of --max-mb is used: later lines not kept"
+    printf "ok\t%s\n", m > note
+    close(note)
+}
+BEGIN {
+    pat = ENVIRON["HS_PAT"]; path = esc(ENVIRON["HS_FILE"]); cmd = "date " fmt
+    remark("begin pattern=" pat)
+}
+$0 ~ pat {
+    s = now_s()
+    if (s != sec) { tally(); sec = s; n = 0 }
+    if (++n > maxps) { drop++; next }
+    if (budget > 0 && bytes >= budget) {
+        if (!full) {
+            full = 1; remark("full: its share of --max-mb is used; later lines are not kept")
+            printf "ok\tits share of --max-mb is used: later lines not kept\n" > note
+            close(note)
+        }
+        next
+    }
+    t = ""
+    cmd | getline t
+    close(cmd)
+    line = substr($0, 1, 4096)
+    print t, path, line
+    fflush()
+    bytes += length(t) + length(path) + length(line) + 3
+}
+END { tally() }
+'
 
 # file dump: "<path> <line>" for each line of each file in the list
 DUMP_AWK='
@@ -632,7 +792,7 @@ parse_args() {
     while [ $# -gt 0 ]; do
         case $1 in
         -d | --duration | -i | --interval | -o | --out | --pid | --cgroup | --max-mb | --min-free-mb | --history-hours | \
-            --irq-interval | --ring | --trigger | --cooldown | --max-dumps)
+            --irq-interval | --ring | --trigger | --cooldown | --max-dumps | --app-metrics | --app-log | --app-pattern)
             [ $# -ge 2 ] || {
                 usage >&2
                 die "$1 needs a value"
@@ -641,7 +801,8 @@ parse_args() {
             shift 2
             ;;
         --duration=* | --interval=* | --out=* | --pid=* | --cgroup=* | --max-mb=* | --min-free-mb=* | --history-hours=* | \
-            --irq-interval=* | --ring=* | --trigger=* | --cooldown=* | --max-dumps=*)
+            --irq-interval=* | --ring=* | --trigger=* | --cooldown=* | --max-dumps=* | --app-metrics=* | \
+            --app-log=* | --app-pattern=*)
             set_opt "${1%%=*}" "${1#*=}"
             shift
             ;;
@@ -713,6 +874,24 @@ set_opt() {
     --max-dumps)
         is_uint "$2" || die "--max-dumps needs a number: $2"
         MAX_DUMPS=$2
+        ;;
+    --app-metrics)
+        case $2 in
+        *[![:graph:]]*) die "--app-metrics URL must be printable, without spaces: $2" ;;
+        http://?* | https://?*) APP_URLS="$APP_URLS$2$NL" ;;
+        *) die "--app-metrics needs an http:// or https:// URL: $2" ;;
+        esac
+        ;;
+    --app-log)
+        case $2 in
+        '' | *"$NL"*) die "--app-log needs a file name (no newlines)" ;;
+        /*) APP_LOGS="$APP_LOGS$2$NL" ;;
+        *) APP_LOGS="$APP_LOGS$(pwd)/$2$NL" ;; # the capture runs in its own directory
+        esac
+        ;;
+    --app-pattern)
+        case $2 in '' | *"$NL"*) die "--app-pattern needs a regular expression (ERE, one line)" ;; esac
+        APP_PATTERNS="$APP_PATTERNS$2$NL"
         ;;
     esac
 }
@@ -1412,6 +1591,99 @@ start_gpu() {
     _cmd_override=$CMDLINE
     if [ -n "$USE_STDBUF" ]; then set -- stdbuf -oL "$@"; fi
     series nvidia_dmon nvidia_dmon "" "$@"
+}
+
+# ---------------------------------------------------------------- application series
+# --app-metrics and --app-log collectors (docs/capture.md "Application"). Together they
+# may use a quarter of --max-mb (none of it in the flight recorder: its slots are capped)
+start_app() {
+    _ap_napp=$(printf '%s%s' "$APP_URLS" "$APP_LOGS" | wc -l)
+    APP_BUDGET=0
+    [ -n "$RING_MIN" ] || [ "$_ap_napp" -eq 0 ] || APP_BUDGET=$((MAX_MB * 1048576 / 4 / _ap_napp))
+    start_app_metrics
+    start_app_logs
+}
+
+start_app_metrics() {
+    if [ -z "$APP_URLS" ]; then
+        reg_off app_metrics series app_metrics skipped "no --app-metrics URL given" "curl URL (every interval)"
+        return 0
+    fi
+    _ap_tool=
+    if have_cmd curl; then
+        _ap_tool=curl
+    elif have_cmd wget && [ -n "$HAVE_TIMEOUT" ]; then
+        _ap_tool=wget
+    fi
+    _ap_wgnu=
+    if [ "$_ap_tool" = wget ] && wget --version 2>/dev/null | grep -q 'GNU Wget'; then _ap_wgnu=1; fi
+    # one scrape takes at most 0.8 x the interval (10 s at most); timeout(1) is a backstop
+    _ap_lim=$(awk -v i="$INTERVAL" 'BEGIN { b = i * 0.8; if (b > 10) b = 10; printf "%.1f", b }')
+    _ap_conn=$(awk -v b="$_ap_lim" 'BEGIN { c = b / 2; if (c > 3) c = 3; printf "%.1f", c }')
+    _ap_tlim=$(awk -v b="$_ap_lim" 'BEGIN { printf "%.1f", b + 0.1 }')
+    if [ -n "$HAVE_TIMEOUT" ] && ! timeout 0.5 true 2>/dev/null; then
+        _ap_tlim=$(awk -v b="$_ap_lim" 'BEGIN { printf "%d", b + 1 }')
+    fi
+    _ap_kb=${HINDSIGHT_APP_MAX_KB:-1024}
+    if ! is_uint "$_ap_kb" || [ "$_ap_kb" -lt 1 ]; then _ap_kb=1024; fi
+    _ap_i=0
+    while IFS= read -r _ap_u; do
+        [ -n "$_ap_u" ] || continue
+        _ap_i=$((_ap_i + 1))
+        _ap_name=app_metrics_$_ap_i
+        # user:password@ in the URL is masked wherever it is written
+        _ap_shown=$(printf '%s\n' "$_ap_u" | awk "$MASK_AWK")
+        if [ -z "$_ap_tool" ]; then
+            reg_off "$_ap_name" series app_metrics missing "command not found: curl (or wget with timeout)" "curl $_ap_shown"
+            continue
+        fi
+        set --
+        if [ -n "$HAVE_TIMEOUT" ]; then
+            if [ -n "$TIMEOUT_K" ]; then set -- timeout -k 1 "$_ap_tlim"; else set -- timeout "$_ap_tlim"; fi
+        fi
+        _cmd_override="$_ap_tool $_ap_shown every $INTERVAL s, at most $_ap_lim s and $_ap_kb KiB a page (see bundle-format.md)"
+        series "$_ap_name" app_metrics "" sh -c "$SCRAPE_SH" hindsight-scrape "$_ap_u" "$_ap_shown" "$INTERVAL" "$DATE_FMT" \
+            "$$" .state/stop "$MAX_TICKS" "$_ap_tool" "$_ap_lim" "$_ap_conn" "$((_ap_kb * 1024))" "$APP_BUDGET" \
+            ".state/$_ap_name" ".state/$_ap_name.note" "$_ap_wgnu" "$SCRAPE_AWK" "$@"
+    done <<EOF
+$APP_URLS
+EOF
+    say "scraping $_ap_i application endpoint(s) every $INTERVAL s with $_ap_tool (at most $_ap_lim s and $_ap_kb KiB a page)"
+}
+
+start_app_logs() {
+    if [ -z "$APP_LOGS" ]; then
+        reg_off app_log series app_log skipped "no --app-log FILE given" "tail -n 0 -F FILE | awk ERE"
+        return 0
+    fi
+    _ap_th=$(tail --help 2>&1)
+    _ap_i=0
+    while IFS= read -r _ap_f; do
+        [ -n "$_ap_f" ] || continue
+        _ap_i=$((_ap_i + 1))
+        _ap_name=app_log_$_ap_i
+        _ap_pat=$(printf '%s' "$APP_PATTERNS" | sed -n "${_ap_i}p")
+        set -- tail -n 0 -f
+        case $_ap_th in *-F*) set -- tail -n 0 -F ;; esac
+        case $_ap_th in *--pid*) set -- "$@" "--pid=$$" ;; esac
+        cmdline "$@" "$_ap_f"
+        _ap_cmd="$CMDLINE | awk: the lines matching the ERE $_ap_pat, stamped (see bundle-format.md)"
+        if ! _ap_e=$(HS_PAT=$_ap_pat awk 'BEGIN { if ("" ~ ENVIRON["HS_PAT"]) n = 1 }' 2>&1 </dev/null); then
+            clean "$_ap_e"
+            reg_off "$_ap_name" series app_log failed "awk rejects the --app-pattern: ${CLEAN:-$_ap_pat}" "$_ap_cmd"
+            continue
+        fi
+        if [ -e "$_ap_f" ] && [ ! -r "$_ap_f" ]; then
+            reg_off "$_ap_name" series app_log failed "cannot read $_ap_f (permission denied)" "$_ap_cmd"
+            continue
+        fi
+        [ -e "$_ap_f" ] || say "note: --app-log $_ap_f does not exist yet: following it once it appears"
+        _cmd_override=$_ap_cmd
+        series "$_ap_name" app_log "" sh -c "$APPLOG_SH" hindsight-applog "$_ap_f" ".state/$_ap_name.log.fifo" "$APPLOG_AWK" \
+            "$_ap_pat" 50 "$APP_BUDGET" "$AWK_INTERACTIVE" "$DATE_FMT" ".state/$_ap_name.note" "$@"
+    done <<EOF
+$APP_LOGS
+EOF
 }
 
 # ---------------------------------------------------------------- snapshots
@@ -2266,7 +2538,7 @@ ring_cut() {
     cp -p snap/*.start.* "$_stage/snap/" 2>/dev/null
     [ -d snap/pstore ] && cp -Rp snap/pstore "$_stage/snap/" 2>/dev/null
     tail -n 2000 "$LOG" >"$_stage/capture.log" 2>/dev/null
-    cp -p .state/meta .state/reg .state/*.list .state/*.dropped "$_stage/.state/" 2>/dev/null
+    cp -p .state/meta .state/reg .state/*.list .state/*.dropped .state/*.note "$_stage/.state/" 2>/dev/null
     CUT_PATH=$(
         cd "$_stage" || exit 1
         # a full disk while cutting must not stop the recorder's collectors from here
@@ -2396,6 +2668,7 @@ main() {
     IOSTAT_JSON=false IRQ_INTERVAL='' IRQ_IV=10 RESERVE_KB=256 DISK_MIN_KB=64 DISK_STOPPED='' NO_ROOM='' STOP_SIGRC=''
     SA_DIRS=${HINDSIGHT_SA_DIRS:-/var/log/sysstat /var/log/sa}
     WORK='' LOG='' SAMPLERS='' SPAWN_EXTRA_ST='' SNAP_CMD='' NAP_PID='' ONESHOT_PID='' SPAWN_PID='' SERIES_PIDS='' _cmd_override=''
+    APP_URLS='' APP_LOGS='' APP_PATTERNS='' APP_BUDGET=0
     RING_MIN='' TRIGGERS='' COOLDOWN='' MAX_DUMPS=20 DUMP_CLIENT='' USR1_PENDING='' FIRED_SEEN=0 DUMPS=0 TRIGGER_DUMPS=0
     SUPPRESSED=0 LAST_TRIGGER_DUMP='' KEEP_DIR=1 DUMPING=0 BOOT_EPOCH=0 START_EPOCH=0 HOST_TAG=unknown
     RING_LIFETIME=${HINDSIGHT_RING_LIFETIME:-604800}
@@ -2404,6 +2677,9 @@ main() {
     INTERRUPTED=0 STOPPED=0 PIDS_AUTO=false STOP_REASON='' FINISHING='' FINISHED='' GPU_OK='' GPU_HUNG='' DMESG_ISO='' _restrict=0
     parse_args "$@"
     irq_interval
+    _nl=$(printf '%s' "$APP_LOGS" | wc -l)
+    _np=$(printf '%s' "$APP_PATTERNS" | wc -l)
+    [ "$_nl" -eq "$_np" ] || die "each --app-log FILE needs one --app-pattern ERE (got $((_nl)) and $((_np)))"
     if [ -n "$TRIGGERS" ]; then
         [ -n "$RING_MIN" ] || die "--trigger needs --ring MINUTES"
         printf '%s' "$TRIGGERS" | awk "$TRIGGER_AWK" >/dev/null || die "no recorder started"
@@ -2493,6 +2769,7 @@ main() {
     cgroup_lists
     start_series
     start_gpu
+    start_app
     [ -n "$RING_MIN" ] && ring_resize
     write_manifest 0
     take_snapshots start

@@ -7,6 +7,8 @@ their declared ``TABLES``. Keep it a plain literal.
 from types import ModuleType
 
 from analyzer.parsers import (
+    app_log,
+    app_metrics,
     bpftrace,
     buddyinfo,
     cgroup,
@@ -48,4 +50,6 @@ PARSERS: dict[str, ModuleType] = {
     "df": df,
     "interrupts": interrupts,
     "buddyinfo": buddyinfo,
+    "app_metrics": app_metrics,
+    "app_log": app_log,
 }

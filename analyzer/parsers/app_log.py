@@ -1,0 +1,161 @@
+"""The application's own log lines: the lines of a training or serving log that matched
+``--app-pattern`` while the capture followed it (``--app-log FILE``,
+``series/app_log_<n>.out``), each stamped with its arrival time, so that step time
+becomes a series.
+
+Input format (docs/bundle-format.md "Application series")::
+
+    # hindsight-app-log begin pattern=<the ERE>
+    <epoch_s> <path> <the log line, at most 4096 bytes>
+    # hindsight-app-log dropped <n> matching lines (more than 50 in second <epoch>)
+
+``epoch_s`` is when the capture read the line (``tail -F`` then ``awk``: as soon as the
+program wrote it with GNU tail's inotify, else within tail's 1 s poll); ``path`` is
+escaped like the sampler paths (``\\040`` space, ``\\011`` tab, ``\\012`` newline,
+``\\134`` backslash).
+
+Table ``app_log_line`` (types and units in ``TABLES``): ts, file, pattern, line, and the
+numbers the line prints in a common form (`_app_log_forms` lists them: PyTorch,
+DeepSpeed, Megatron-LM, HF Trainer, Lightning/tqdm, nanoGPT, torchtitan): step,
+steps_total, loss, printed_step_time_ms (a printed step time, or 1000 / it/s),
+it_per_s, samples_per_s, tokens_per_s. ``arrival_step_time_ms`` is derived from the
+arrival times: between two lines of the file that print a step number, Δts / Δstep
+(NULL when the step did not grow: a restart, or every rank printing the same step);
+in a file where no line prints a step, every matched line counts as one step (Δts to
+the previous line). ``step_time_ms`` is the printed time when there is one, else the
+arrival-derived one.
+
+Sample input::
+
+    # hindsight-app-log begin pattern=iteration +[0-9]+
+    1796175726.290014197 /var/log/train.log  iteration      120/    1000 | elapsed time per iteration (ms): 812.3 | lm loss: 2.310000E+00 |
+    1796175727.102611897 /var/log/train.log  iteration      121/    1000 | elapsed time per iteration (ms): 809.9 | lm loss: 2.301000E+00 |
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+
+from analyzer.errors import ParseError
+from analyzer.parsers import _app_log_forms as forms
+from analyzer.parsers._read import read_lines
+from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult, table
+
+TABLES = {
+    "app_log_line": table(
+        "one row per matched line of an --app-log file",
+        ("ts", TS, "", "arrival time of the line (UTC)"),
+        ("file", pl.String(), "", "the log file followed"),
+        ("pattern", pl.String(), "", "the --app-pattern ERE it matched (NULL when not recorded)"),
+        ("line", pl.String(), "", "the log line as written (at most 4096 bytes)"),
+        ("step", pl.Int64(), "", "step / iteration number printed in the line"),
+        ("steps_total", pl.Int64(), "", "total steps when printed as N/M"),
+        ("loss", pl.Float64(), "", "training loss printed in the line"),
+        ("printed_step_time_ms", pl.Float64(), "ms", "step time printed (or 1000 / it/s)"),
+        ("it_per_s", pl.Float64(), "1/s", "iterations per second printed (it/s, or 1 / s/it)"),
+        ("samples_per_s", pl.Float64(), "1/s", "samples per second printed"),
+        ("tokens_per_s", pl.Float64(), "1/s", "tokens per second printed"),
+        (
+            "arrival_step_time_ms",
+            pl.Float64(),
+            "ms",
+            "Δarrival / Δstep to the previous line with a step",
+        ),
+        ("step_time_ms", pl.Float64(), "ms", "printed_step_time_ms, else arrival_step_time_ms"),
+    )
+}
+
+_DATA = r"^([0-9]{1,12}(?:\.[0-9]{1,9})?) (\S+) (.*)$"
+_BEGIN = r"^# hindsight-app-log begin pattern=(.*)$"
+_REMARK = "# hindsight-app-log "
+
+
+def sniff(head: str, name: str) -> float:
+    """Certain with the capture's header; likely for stamped lines of a non-kernel path."""
+    if "# hindsight-app-log " in head:
+        return 0.99
+    lines = [ln for ln in head.splitlines()[:100] if ln.strip()]
+    hits = [m for ln in lines if (m := re.match(_DATA, ln))]
+    paths = {m.group(2) for m in hits}
+    if (
+        not lines
+        or len(hits) * 2 < len(lines)
+        or any(p.startswith(("/proc/", "/sys/")) for p in paths)
+    ):
+        return 0.0
+    return 0.6 if all(p.startswith("/") for p in paths) else 0.0
+
+
+def _unescape(e: pl.Expr) -> pl.Expr:
+    for code, ch in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        e = e.str.replace_all(code, ch, literal=True)
+    return e
+
+
+def parse(path: Path, ctx: ParseContext) -> ParseResult:
+    """Parse one app-log file into ``app_log_line`` (see the module docstring)."""
+    df = read_lines(path).collect()
+    line = pl.col("line")
+    g = line.str.extract_groups(_DATA)
+    df = df.with_columns(
+        pattern=line.str.extract(_BEGIN, 1).forward_fill(),
+        kind=pl.when(line.str.starts_with(_REMARK))
+        .then(pl.lit("remark"))
+        .when(line.str.strip_chars() == "")
+        .then(pl.lit("blank"))
+        .when(g.struct.field("1").is_not_null())
+        .then(pl.lit("data"))
+        .otherwise(pl.lit("other")),
+        epoch=g.struct.field("1"),
+        file=_unescape(g.struct.field("2")),
+        text=g.struct.field("3"),
+    )
+    cov = Coverage(total=df.height)
+    counts = dict(df.get_column("kind").value_counts().iter_rows())
+    cov.add_structure("capture remark (# hindsight-app-log ...)", counts.get("remark", 0))
+    cov.add_structure("blank", counts.get("blank", 0))
+    cov.add_skipped("not a stamped log line", counts.get("other", 0))
+    rows = df.filter(pl.col("kind") == "data")
+    cov.parsed = rows.height
+    if rows.height == 0 and cov.n_skipped:
+        raise ParseError(f"{path.name}: no stamped log line")
+    dropped = df.filter(line.str.starts_with(_REMARK + "dropped "))
+    if dropped.height:
+        n = dropped.get_column("line").str.extract(r"dropped ([0-9]+)", 1).cast(pl.Int64).sum()
+        cov.notes.append(f"{n} matching lines were dropped by the capture (more than 50 a second)")
+    if rows.height and rows.get_column("pattern").null_count() == rows.height:
+        cov.notes.append(
+            "the pattern header is not in the file (flight-recorder cut): pattern NULL"
+        )
+    return ParseResult(tables={"app_log_line": _typed(rows)}, coverage=cov)
+
+
+def _epoch_us(e: pl.Expr) -> pl.Expr:
+    whole = e.str.extract(r"^([0-9]+)", 1).cast(pl.Int64)
+    frac = e.str.extract(r"\.([0-9]+)$", 1).fill_null("0").str.slice(0, 6).str.pad_end(6, "0")
+    return whole * 1_000_000 + frac.cast(pl.Int64)
+
+
+def _typed(rows: pl.DataFrame) -> pl.DataFrame:
+    """Typed rows with the extracted numbers and the arrival-derived step time."""
+    ts = pl.from_epoch(_epoch_us(pl.col("epoch")), time_unit="us").dt.replace_time_zone("UTC")
+    out = rows.select(
+        "line_no", ts.alias("ts"), "file", "pattern", pl.col("text").alias("line")
+    ).with_columns(forms.numbers(pl.col("line")))
+    stepped = out.filter(pl.col("step").is_not_null())
+    if stepped.height:  # Δts / Δstep between consecutive lines with a step, per file
+        dt = pl.col("ts").diff().over("file").dt.total_microseconds() / 1000.0
+        ds = pl.col("step").diff().over("file")
+        arrival = stepped.select("line_no", arrival=pl.when(ds > 0).then(dt / ds))
+    else:  # no step numbers: each matched line is one step
+        dt = pl.col("ts").diff().over("file").dt.total_microseconds() / 1000.0
+        arrival = out.select("line_no", arrival=dt)
+    out = out.join(arrival, on="line_no", how="left", maintain_order="left")
+    return out.select(
+        pl.exclude("line_no", "arrival"),
+        arrival_step_time_ms=pl.col("arrival"),
+        step_time_ms=pl.coalesce("printed_step_time_ms", "arrival"),
+    )
