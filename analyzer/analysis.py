@@ -4,7 +4,8 @@
 `analyzer.detectors.DETECTORS`, marks findings that fall in a sampling gap, links findings
 into chains and writes ``findings``, ``finding_evidence``, ``finding_log_lines``,
 ``chains`` and ``detector_status``. A detector that raises is reported as not evaluated
-(with the error) unless ``debug`` is set.
+(with the error) unless ``debug`` is set. Then the symptom stage (`analyzer.symptoms`)
+ranks what explains the application's own symptom windows, when the store has any.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from analyzer.findings import (
     NotEvaluated,
 )
 from analyzer.intervals import overlap_s
+from analyzer.symptoms import stage as symptoms
 
 
 @dataclass
@@ -142,6 +144,7 @@ def analyse(store: Any, *, debug: bool = False) -> Analysis:
     chains = correlate(ranked)
     analysis = Analysis(ranked, chains, skipped, status, changes)
     _write(store, analysis)
+    symptoms.analyse(store, sig, ranked, debug=debug)  # issue #18: what explains the symptom
     return analysis
 
 

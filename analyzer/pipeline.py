@@ -33,6 +33,7 @@ from analyzer.parsers._read import remove_scratch
 from analyzer.sniff import identify_all
 from analyzer.sql import ident, seal
 from analyzer.store import Store
+from analyzer.symptoms import app_series
 
 JSON_SCHEMA_VERSION = 1
 
@@ -53,6 +54,8 @@ class Options:
     role: str = "auto"  # --role: training | inference | auto (configuration audit)
     force: bool = False  # --force: --db may replace a file Hindsight did not write
     inputs: list[Path] = field(default_factory=list)  # more inputs no output may overwrite
+    app_series: list[Path] = field(default_factory=list)  # --app-series (analyzer/symptoms)
+    tz: str | None = None  # --tz: the zone of --app-series times written without one
 
 
 #: renders one document from the analysed store: ``(con, options) -> text``
@@ -95,7 +98,7 @@ def run(source: Path, options: Options, renderers: Renderers | None = None) -> R
         raise ValueError("Options.report needs Renderers.report (reports.render.HOST)")
     if options.markdown is not None and renderers.markdown is None:
         raise ValueError("Options.markdown needs Renderers.markdown (reports.render.HOST)")
-    with Outputs([source, *options.inputs], force=options.force) as out:
+    with Outputs([source, *options.inputs, *options.app_series], force=options.force) as out:
         temp = _claim_outputs(out, options)
         result, texts = _analyse(source, options, renderers, temp, out.own_files())
         out.commit()
@@ -140,6 +143,7 @@ def _analyse(
     ``own``: our lock and temporary files, not part of a bundle directory they lie in."""
     say = options.progress or (lambda _msg: None)
     keep_big_blocks()  # parsers free and reallocate 8-16 MiB blocks per chunk
+    series = [app_series.read(p, options.tz) for p in options.app_series]  # fail early
     say("opening bundle")
     stage = ParseStage(lambda: Store(temp["database"]), options, say)
     stdout: list[str] = []
@@ -161,6 +165,7 @@ def _analyse(
             store = stage.store
             rows += _refused_rows(bundle) + _missing_rows(manifest, files)
             bundle_row = _bundle_row(bundle, manifest, metas, store)
+            rows += [_app_series_row(store, s, tables) for s in series]  # not the bundle's span
             store.write("bundle", _frame([bundle_row]), None)
             store.write("collectors", _frame(rows), None)
             seal(store.con)  # from here on no SQL can touch the file system (docs/security.md)
@@ -183,6 +188,17 @@ def _analyse(
         stage.close()
         remove_scratch()
     return result, stdout
+
+
+def _app_series_row(
+    store: Store, s: app_series.AppSeries, tables: dict[str, int]
+) -> dict[str, Any]:
+    """Store one --app-series file's rows; its ``collectors`` row."""
+    if s.frame.height:
+        tables["app_series"] = tables.get("app_series", 0) + store.write(
+            "app_series", s.frame, None
+        )
+    return app_series.collectors_row(s)
 
 
 def _refused_rows(bundle: Bundle) -> list[dict[str, Any]]:
