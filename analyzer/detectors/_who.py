@@ -5,7 +5,7 @@ kB_rd/s over the window's pidstat *reports*, a report without the process counti
 (the capture's pidstat prints only the tasks active in an interval, so a mean over the
 process's own rows would overstate a process that ran in one second of ten). Units: %CPU
 and %wait are percent of one CPU; kB/s. `snapshot_top` is the fallback when pidstat
-names nobody: the ps snapshot nearest the window (``processes``), whose %CPU is ps's
+names nobody: the last ps snapshot (``processes``), whose %CPU is ps's
 average over the process's lifetime, not over the window — callers must say so.
 """
 
