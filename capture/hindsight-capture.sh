@@ -2650,6 +2650,8 @@ run_loop() {
         uptime_now
         [ "$UP" -lt "$_end" ] || break
         _step=$((_end - UP))
+        # on a terminal: a countdown line, rewritten in place (never in capture.log)
+        [ "$DURATION" != 0 ] && [ -t 2 ] && printf '\rhindsight: capturing, %s s left  ' "$_step" >&2
         [ "$_step" -gt 5 ] && _step=5
         nap "$_step"
         check_limits || return 0
@@ -2659,6 +2661,7 @@ run_loop() {
             _last_manifest=$UP
         fi
     done
+    [ "$DURATION" != 0 ] && [ -t 2 ] && printf '\r%40s\r' '' >&2
     STOP_REASON=duration
 }
 
@@ -2781,7 +2784,7 @@ main() {
     import_history "${HINDSIGHT_HISTORY_UNTIL:-$START_UTC}"
     write_manifest 0
     run_loop
-    say "capture window over; taking end snapshots"
+    say "capture window over"
     finish
 }
 
