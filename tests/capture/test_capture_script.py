@@ -446,3 +446,22 @@ def test_pidstat_sees_a_process_that_started_after_the_capture(tmp_path: Path) -
     rows = [ln.split() for ln in (bdir / pidstat["output"]).read_text().splitlines()]
     pids = {r[2] for r in rows if len(r) > 8 and r[0].isdigit() and float(r[7]) >= 50}
     assert str(busy.pid) in pids and child and child[0] in pids, (busy.pid, child, pids)
+
+
+@pytest.mark.capture
+def test_on_a_terminal_a_countdown_shows_and_each_step_is_said_once(tmp_path: Path) -> None:
+    """Issue #23: `capture -d N` on a TTY showed no countdown and said 'taking end
+    snapshots' twice. Run under a pseudo-terminal (util-linux `script`)."""
+    if not shutil.which("script"):
+        pytest.skip("needs script (util-linux) for a pseudo-terminal")
+    out = tmp_path / "out"
+    cmd = f"sh {SCRIPT} -d 4 -i 1 --no-bpf --no-gpu -o {out}"
+    r = subprocess.run(
+        ["script", "-qec", cmd, "/dev/null"], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stdout[-2000:]
+    text = r.stdout.replace("\r", "\n")
+    assert "capturing, 3 s left" in text or "capturing, 4 s left" in text, text[-2000:]
+    assert text.count("taking end snapshots") == 1, text[-2000:]
+    log = (bundle_dir(out) / "capture.log").read_text()
+    assert "s left" not in log
