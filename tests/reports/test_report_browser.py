@@ -78,7 +78,10 @@ def test_every_panel_of_a_complete_store_draws(full_page) -> None:  # type: igno
     page, load = full_page
     assert load.errors == [] and load.requests == [] and load.dialogs == []
     assert_every_chart_drew(page, load)
-    assert page.locator(".absent").count() == 1  # only the finding without evidence signals
+    assert page.locator(".absent").count() == 0  # every panel has data
+    # the finding without evidence signals: a one-line hint, not an empty chart box (#23)
+    assert page.locator(".no-chart").count() == 1 and page.locator(".card-chart").count() >= 1
+    assert page.locator(".card:has(.no-chart) .card-chart").count() == 0
 
 
 def test_clicking_a_finding_on_the_timeline_zooms_every_panel(sample_page) -> None:  # type: ignore[no-untyped-def]
