@@ -372,3 +372,16 @@ def test_a_kill_from_the_kernel_log_history_says_how_long_before_the_capture() -
     now = pipeline.run(real / "memcg-oom.tgz", pipeline.Options(report=None)).findings
     inside = [f for f in now if f["key"] == "OOM_KILL" and "23:1" in f["summary"]]
     assert inside and all("before the capture" not in f["title"] for f in inside), inside
+
+
+def test_a_pid_in_the_evidence_table_is_printed_as_the_kernel_printed_it(tmp_path: Path) -> None:
+    """Issue #23: the victim's PID 5346 was shown as '5,346' (a quantity's format)."""
+    from analyzer import pipeline
+    from reports.render import HOST
+
+    real = Path(__file__).resolve().parents[1] / "samples" / "real"
+    out = tmp_path / "r.html"
+    pipeline.run(real / "cpu-throttle.tgz", pipeline.Options(report=out), HOST)
+    page = out.read_text(encoding="utf-8")
+    assert '<td><code>victim</code></td><td class="num">5346</td>' in page
+    assert '<td class="num">5,346</td>' not in page
