@@ -299,11 +299,9 @@ END {
 }
 '
 
-# samplers: one awk reads the ticker (one epoch per line) on stdin; each tick it copies
-# every file of each list, line by line, as "<epoch> <path> <line>" (filtered by mode)
-# into series/<mode>.out. One process for all samplers keeps the cost per tick at two
-# forks (date, sleep).
-SAMPLER_AWK='
+# awk functions both awk programs below use: a path with blanks or backslashes
+# escaped as octal (\040 ...), and the epoch second
+AWK_LIB='
 function esc(p,    r, i, c) {
     if (p !~ /[ \t\n\\]/) return p
     r = ""
@@ -315,6 +313,12 @@ function esc(p,    r, i, c) {
     return r
 }
 function now_s(   t) { srand(); t = srand(); return t }
+'
+# samplers: one awk reads the ticker (one epoch per line) on stdin; each tick it copies
+# every file of each list, line by line, as "<epoch> <path> <line>" (filtered by mode)
+# into series/<mode>.out. One process for all samplers keeps the cost per tick at two
+# forks (date, sleep).
+SAMPLER_AWK="$AWK_LIB"'
 function fire(tn, value) {
     print now_s() "\t" tn "\t" value >> fired
     close(fired)
@@ -528,18 +532,7 @@ kill "$t" 2>/dev/null
 rm -f "$fifo"
 exit "$rc"'
 # the matching lines, each as "<epoch_s> <path> <line>" (docs/bundle-format.md)
-APPLOG_AWK='
-function esc(p,    r, i, c) {
-    if (p !~ /[ \t\n\\]/) return p
-    r = ""
-    for (i = 1; i <= length(p); i++) {
-        c = substr(p, i, 1)
-        if (c == " ") r = r "\\040"; else if (c == "\t") r = r "\\011"
-        else if (c == "\n") r = r "\\012"; else if (c == "\\") r = r "\\134"; else r = r c
-    }
-    return r
-}
-function now_s(   t) { srand(); t = srand(); return t }
+APPLOG_AWK="$AWK_LIB"'
 function remark(s) { print "# hindsight-app-log " s; fflush() }
 function tally(   m) {
     if (!drop) return

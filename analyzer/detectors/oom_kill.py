@@ -169,8 +169,7 @@ def _from_dmesg(ctx: Context, k: dict) -> Finding:
         *_ramp(ctx, t),
         *_memcg_ramp(ctx, memcg, t),
     ]
-    first = ctx.signals["ts"].min() if ctx.signals.height else None
-    before = _how_long_before(first, t)
+    before = _how_long_before(ctx, t)
     return Finding(
         key="OOM_KILL",
         kind=NAME,
@@ -195,9 +194,10 @@ def _from_dmesg(ctx: Context, k: dict) -> Finding:
     )
 
 
-def _how_long_before(first: datetime | None, t: datetime) -> str | None:
-    """'12 min before the capture' for a kill older than the capture's first sample."""
-    if first is None or t >= first:
+def _how_long_before(ctx: Context, t: datetime) -> str | None:
+    """'12 min before the capture' when ``t`` is older than the capture's first second."""
+    first = ctx.signals["ts"].min() if ctx.signals.height else None
+    if first is None or t >= first:  # type: ignore[operator]
         return None
     s = (first - t).total_seconds()
     if s < 90:
@@ -257,7 +257,7 @@ def _from_cgroups(ctx: Context, have_dmesg: bool) -> list[Finding]:
 
 def _before_capture(ctx: Context, t: datetime) -> bool:
     """Some of the kernel log is older than the capture's first second."""
-    return ctx.signals.height > 0 and ctx.signals["ts"].min() > t  # type: ignore[operator]
+    return _how_long_before(ctx, t) is not None
 
 
 def _dmesg_storm(ctx: Context, n: int) -> Finding:
