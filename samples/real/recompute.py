@@ -321,11 +321,13 @@ def _page_cache_growth(c: Ctx, stat: str) -> float:
 _RECLAIM_WHO = ("kswapd", "direct", "khugepaged", "proactive")
 
 
-def _vmstat_keys(c: Ctx, family: str) -> list[str]:
+def _vmstat_keys(c: Ctx, family: str) -> tuple[list[str], list[str]]:
+    """The /proc/vmstat keys of ``family`` (pgscan, pgsteal): by who (kswapd, direct,
+    khugepaged, proactive), and by what (anon, file)."""
     keys = set().union(*(v.keys() for _, v in c["b"].get("proc_vmstat")[:3]))
     who = [k for k in keys if k.startswith(family + "_") and k.split("_", 1)[1] in _RECLAIM_WHO]
     what = [k for k in (f"{family}_anon", f"{family}_file") if k in keys]
-    return who, what  # type: ignore[return-value]
+    return who, what
 
 
 def _reclaim_rate(family: str) -> Callable[[Ctx, str], float]:
