@@ -7,7 +7,8 @@ and U+2028/9 escaped, so no string from a bundle can close the script element. T
 autoescaped; the only ``Markup`` values are the package's own static files, that escaped
 JSON, and :func:`code_spans` output (escaped text with ``<code>`` around backtick spans).
 
-Sections (one template each, see ``templates/`` and docs/report.md): header, summary,
+Sections (one template each, see ``templates/`` and docs/report.md): header, symptom
+(only when the bundle has an application series), summary,
 timeline, panels, findings, audit, coverage, appendix.
 """
 
@@ -44,6 +45,7 @@ from reports.panel_registry import all_panels
 from reports.panels import Frame
 from reports.panels_host import events_frame
 from reports.queries import Store, clip
+from reports.symptom_view import symptom_context
 from reports.timefmt import TimeFormatter
 
 PLOTLY_JS = "static/plotly/plotly-cartesian.min.js"
@@ -291,6 +293,11 @@ def build_context(store: Store, *, role: str = "auto") -> dict[str, Any]:
             "too many to mark on every chart, shown here only: " + ", ".join(map(str, left))
         )
     figures = {p.id: p.figure for p in panels if p.figure is not None}
+    symptoms, symptoms_skipped, sym_figures, sym_evidence = symptom_context(
+        store, tf, x_range, anchors
+    )
+    figures = sym_figures | figures
+    evidence = evidence | sym_evidence
     if findings:
         lanes = [
             {**f, "hover": f"{f['label']} — {f['window']}", "key": f["key"] or f["kind"]}
@@ -309,6 +316,8 @@ def build_context(store: Store, *, role: str = "auto") -> dict[str, Any]:
         else None,
         "findings": findings,
         "incidents": incidents,
+        "symptoms": symptoms,
+        "symptoms_skipped": symptoms_skipped,
         "views": views,
         "anchors": anchors,
         "detectors": detectors,

@@ -24,12 +24,15 @@ from analyzer.audit import run_audit
 from reports.coverage import coverage_context
 from reports.incidents import detector_status, load_findings, load_incidents, verdict
 from reports.queries import Store
+from reports.symptom_view import symptom_views
 from reports.timefmt import TimeFormatter
 
 MAX_INCIDENTS = 10
 MAX_REMEDIATIONS = 6
 MAX_DEVIATIONS = 6
 MAX_CHARS = 12_000
+MAX_SYMPTOM_WINDOWS = 8
+MAX_SYMPTOM_CAUSES = 3
 _PUNCT = re.compile(r"([\\`*_{}\[\]|~])")
 _CODE = re.compile(r"`([^`\n]+)`")
 
@@ -74,6 +77,7 @@ def render_markdown(
     if meta.get("name"):
         facts.append(f"bundle {md(meta['name'])}")
     lines += [" · ".join(facts), ""]
+    lines += _symptom_lines(symptom_views(store, tf)[0])
     if incidents:
         lines += [
             "### Incidents (ranked)",
@@ -141,6 +145,35 @@ def render_markdown(
             text[: MAX_CHARS - 60].rsplit("\n", 1)[0] + "\n\n_(truncated; see the full report)_\n"
         )
     return text
+
+
+def _symptom_lines(views: list[dict[str, Any]]) -> list[str]:
+    """The ticket's lead when the bundle has an application symptom: what it did, its
+    windows with their best explanation, and the ranked causes in words."""
+    lines: list[str] = []
+    for v in views:
+        lines += ["### Symptom", "", f"**{md(v['headline'])}**", ""]
+        for w in v["windows"][:MAX_SYMPTOM_WINDOWS]:
+            top = w["top"]
+            why = (
+                f"{md(top['label'])}, leads by {w['top_lag']} s"
+                if top
+                else "no known mechanism explains it"
+            )
+            ratio = f" (×{w['ratio']:.1f})" if w["ratio"] is not None else ""
+            lines.append(f"- {md(w['time'])}: {md(w['level_text'])}{ratio} — {why}")
+        if len(v["windows"]) > MAX_SYMPTOM_WINDOWS:
+            lines.append(f"- …and {len(v['windows']) - MAX_SYMPTOM_WINDOWS} more windows")
+        if v["windows"]:
+            lines.append("")
+        for c in v["causes"][:MAX_SYMPTOM_CAUSES]:
+            lines.append(
+                f"{c['n']}. **{md(c['label'])}** (cause in {c['windows']} of {c['n_windows']} "
+                f"windows): {md_code_spans(c['sentence'])}"
+            )
+        if v["causes"]:
+            lines.append("")
+    return lines
 
 
 def _remediations(incidents: list[Any]) -> list[tuple[str, str]]:
