@@ -34,6 +34,7 @@ from analyzer.sniff import identify_all
 from analyzer.sql import ident, seal
 from analyzer.store import Store
 from analyzer.symptoms import app_series
+from analyzer.symptoms.digest import symptom_dicts
 
 JSON_SCHEMA_VERSION = 1
 
@@ -84,6 +85,7 @@ class Result:
     db: Path | None
     chains: list[dict[str, Any]] = field(default_factory=list)
     detectors: list[dict[str, Any]] = field(default_factory=list)
+    symptoms: list[dict[str, Any]] = field(default_factory=list)  # analyzer.symptoms.digest
 
 
 def run(source: Path, options: Options, renderers: Renderers | None = None) -> Result:
@@ -182,6 +184,7 @@ def _analyse(
                 emit(temp["Markdown"], renderers.markdown(store.con, options), stdout)
             result = Result(bundle_row, rows, tables, findings, options.report, options.db)
             result.chains, result.detectors = analysis.chain_dicts(), analysis.status
+            result.symptoms = symptom_dicts(store.con)
             if options.json_path is not None:
                 emit(temp["JSON"], json_text(result), stdout)
     finally:
@@ -347,6 +350,7 @@ def json_text(result: Result) -> str:
         ],
         "collectors": result.collectors,
         "tables": result.tables,
+        "symptoms": result.symptoms,
     }
     return json.dumps(doc, default=_json_default, indent=2, sort_keys=True) + "\n"
 

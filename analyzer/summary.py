@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from analyzer.pipeline import Result
+from analyzer.symptoms.digest import summary_lines
 
 _NOT_INPUT = {"metadata"}
 
@@ -46,6 +47,7 @@ def format_summary(result: Result, verbose: bool = False) -> str:
         f"  host      {b.get('host') or 'unknown'}  kernel {b.get('kernel') or 'unknown'}",
         f"  span      {_fmt_time(b.get('start_utc'))} → {_fmt_time(b.get('end_utc'))}",
     ]
+    lines += summary_lines(result.symptoms)  # the application's symptom first (issue #18)
     if result.findings:
         lines.append(f"  findings  {len(result.findings)}")
         ordered = _ordered(result.findings)

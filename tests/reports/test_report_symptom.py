@@ -10,7 +10,6 @@ this checks that the section shows what the tables hold, not the ranking's accur
 from __future__ import annotations
 
 import json
-import random
 import re
 from pathlib import Path
 
@@ -21,24 +20,7 @@ from analyzer.pipeline import Options, run
 from analyzer.symptoms.words import fmt
 from reports.render import HOST
 from tests.reports.conftest import Analysed
-
-ROOT = Path(__file__).resolve().parents[2]
-BUNDLE = ROOT / "samples" / "real" / "cpu-throttle.tgz"
-TRUTH = ROOT / "samples" / "real" / "cpu-throttle.truth.json"
-
-
-def _latency_csv(path: Path) -> Path:
-    spans = [(i["start"], i["end"]) for i in json.loads(TRUTH.read_text())["incidents"]]
-    rnd = random.Random(7)
-    lo, hi = spans[0][0] - 60, spans[-1][1] + 40
-    lines = ["ts,latency_ms"]
-    x = lo
-    while x < hi:
-        bad = any(a + 1 <= x < b for a, b in spans)
-        lines.append(f"{x:.3f},{max(1.0, rnd.gauss(400, 40) if bad else rnd.gauss(20, 3)):.2f}")
-        x += 0.05
-    path.write_text("\n".join(lines) + "\n")
-    return path
+from tests.symptoms.symptom_data import THROTTLE_BUNDLE, latency_csv
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +29,8 @@ def analysed(tmp_path_factory: pytest.TempPathFactory) -> Analysed:
     done = Analysed(out / "report.html", out / "report.md", out / "store.duckdb")
     options = Options(report=done.report, db=done.db)
     options.markdown = done.markdown
-    options.app_series = [_latency_csv(out / "latency.csv")]
-    run(BUNDLE, options, HOST)
+    options.app_series = [latency_csv(out / "latency.csv")]
+    run(THROTTLE_BUNDLE, options, HOST)
     return done
 
 

@@ -3,8 +3,11 @@ is known, built row by row from functions of the second."""
 
 from __future__ import annotations
 
+import json
+import random
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -14,6 +17,9 @@ from analyzer.store import Store
 
 T0 = datetime(2026, 11, 29, 14, 0, 0, tzinfo=UTC)
 VLLM = "vllm:e2e_request_latency_seconds"
+REAL = Path(__file__).resolve().parents[2] / "samples" / "real"
+THROTTLE_BUNDLE = REAL / "cpu-throttle.tgz"
+THROTTLE_TRUTH = REAL / "cpu-throttle.truth.json"
 
 
 def t(s: float) -> datetime:
@@ -100,3 +106,20 @@ def analysed(n: int, **tables: pl.DataFrame) -> tuple[Store, Analysis]:
 
 def rows(store: Store, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     return store.con.sql(sql, params=params).pl().to_dicts()
+
+
+def latency_csv(path: Path) -> Path:
+    """A made-up latency series (20 per second) for the real ``cpu-throttle`` capture:
+    ~400 ms from 1 s after each injected throttling incident's start to its end, ~20 ms
+    elsewhere. Checks what is shown, not how well a real cause is found."""
+    spans = [(i["start"], i["end"]) for i in json.loads(THROTTLE_TRUTH.read_text())["incidents"]]
+    rnd = random.Random(7)
+    lo, hi = spans[0][0] - 60, spans[-1][1] + 40
+    lines = ["ts,latency_ms"]
+    x = lo
+    while x < hi:
+        bad = any(a + 1 <= x < b for a, b in spans)
+        lines.append(f"{x:.3f},{max(1.0, rnd.gauss(400, 40) if bad else rnd.gauss(20, 3)):.2f}")
+        x += 0.05
+    path.write_text("\n".join(lines) + "\n")
+    return path
