@@ -13,10 +13,14 @@ Seconds without a value are not counted (never zero-filled). Run-queue latency
 histograms (bpftrace/bcc ``runqlat``) and block-I/O latency histograms (``biolat``) are
 summed over the aligned span and their percentiles taken from the cumulative bucket
 counts (bucket upper bound, µs). Findings and host configuration are compared by
-`analyzer.diff_config`.
+`analyzer.diff_config`; the application's symptom (P50/P99, throughput, what explained it)
+by `analyzer.diff_symptom`, when both stores have the symptom stage's tables.
 
 `DiffResult.headline` is one sentence built from those numbers, e.g. ``after: cpu.max
-raised, throttling gone, GPU utilisation p50 61 % → 93 %, variance −96 %``.
+raised, throttling gone, GPU utilisation p50 61 % → 93 %, variance −96 %``; it leads with
+the symptom when both sides have one, e.g. ``after: P99 of latency_ms 498 ms → 39.8 ms
+(−92 %); `cpu.cfs_quota_us quota_us (cpu/train)` 55000 removed; cause gone: throttling;
+…``.
 
 The HTML page and the Markdown text are rendered by the `DiffRenderers` the caller passes
 (the CLI: ``reports.render.DIFF``): this module returns data and never imports ``reports``.
@@ -37,8 +41,9 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from analyzer.diff_config import compare_config, compare_findings
+from analyzer.diff_config import UNLIMITED, compare_config, compare_findings
 from analyzer.diff_hist import QUANTILES, compare_histograms
+from analyzer.diff_symptom import compare_symptoms, headline_parts
 from analyzer.errors import HindsightError
 from analyzer.outputs import Outputs, emit
 from analyzer.query import FLEET_MARKER, open_source
@@ -108,6 +113,9 @@ class DiffResult:
     headline: str = ""
     notes: list[str] = field(default_factory=list)
     series: dict[str, Any] = field(default_factory=dict)  # for charts: column -> side -> frame
+    # the application's symptom before/after (analyzer.diff_symptom); its chart series are
+    # in ``series`` under ``symptom:<index into symptoms["matched"]>``
+    symptoms: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -215,6 +223,19 @@ def compare(
     result.series = {
         s.column: {"before": _series(fb, s.column), "after": _series(fa, s.column)} for s in SIGNALS
     }
+    sym = compare_symptoms(
+        before, after, sb.t0, sa.t0, aligned, config["changes"], summarise=distribution
+    )
+    for i, frames in sym.pop("series").items():
+        result.series[f"symptom:{i}"] = frames
+    result.symptoms = sym
+    present = sym["present"]
+    if present["before"] != present["after"]:
+        has, lacks = ("before", "after") if present["before"] else ("after", "before")
+        notes.append(
+            f"{lacks}: no application symptom (no latency, step-time or throughput series); "
+            f"the {has} capture's symptom is not compared"
+        )
     result.headline = headline(result)
     return result
 
@@ -317,7 +338,10 @@ def _pct(v: float | None) -> str:
 
 
 def headline(r: DiffResult) -> str:
-    """One sentence: config changes that matter, findings gone/new, GPU utilisation change."""
+    """One sentence: the symptom's change with the configuration change and the causes that
+    went with it (when both sides have a symptom), config changes that matter, findings
+    gone/new, GPU utilisation change."""
+    lead = headline_parts(r.symptoms, r.config.get("changes", [])) if r.symptoms else []
     parts: list[str] = []
     for c in r.config.get("changes", []):
         if (
@@ -325,6 +349,10 @@ def headline(r: DiffResult) -> str:
             or ".quota_us" in c["key"]
             or c["key"].startswith("cpu.cfs_quota_us")
         ):
+            if c["change"] != "changed" and str(c["before"] or c["after"]).lower() in UNLIMITED:
+                continue  # an unlimited quota that appeared or went: no limit either way
+            if any(f"`{c['key']}`" in text for text in lead[1:]):
+                break  # the symptom's lead already names it
             name = "cpu.max" if c["key"].startswith("cpu.max") else "cpu quota"
             verb = c["direction"] or c["change"]
             parts.append(f"`{name}` {verb}")
@@ -347,13 +375,13 @@ def headline(r: DiffResult) -> str:
         if gpu["verdict"] == "unchanged":
             text += " (unchanged)"
         parts.append(text)
-    if not parts:
+    if not parts and not lead:
         return "after: no notable change in configuration, findings or GPU utilisation."
-    return "after: " + ", ".join(parts)
+    return "after: " + "; ".join([*lead, ", ".join(parts)] if parts else lead)
 
 
 def to_dict(r: DiffResult) -> dict[str, Any]:
-    """The JSON document: everything but the chart series."""
+    """The JSON document: everything but the chart series (``symptoms`` without them too)."""
     return {
         "schema_version": JSON_SCHEMA_VERSION,
         "headline": r.headline,
@@ -364,6 +392,7 @@ def to_dict(r: DiffResult) -> dict[str, Any]:
         "histograms": r.histograms,
         "findings": r.findings,
         "config": r.config,
+        "symptoms": r.symptoms,
         "notes": r.notes,
     }
 

@@ -1,10 +1,15 @@
 """The before/after page of `hindsight diff`: headline, distributions, overlaid charts.
 
-``render_diff_html(result, path)`` writes one self-contained HTML file: the headline, a
-table of every key signal's p50/p95/p99/max/σ before → after, charts of each signal that
-both captures have with the two captures overlaid on *seconds since capture start* (min/max
-downsampled, so spikes survive), the latency histograms side by side, the findings
-comparison and the host configuration changes. Same assets and escaping as the host
+``render_diff_html(result, path)`` writes one self-contained HTML file: the headline; when
+both captures have an application symptom (`analyzer.diff_symptom`) first a "Symptom"
+section (per symptom its p50/p99/mean before → after, a chart of its per-second values
+before and after — the same traces and time axis as the signals' charts — the causes gone
+or new and the configuration changes of their mechanisms) with the host configuration
+changes right under it; then a table of every key signal's p50/p95/p99/max/σ before →
+after, charts of each signal that both captures have with the two captures overlaid on
+*seconds since capture start* (min/max downsampled, so spikes survive), the latency
+histograms side by side, the findings comparison and (without a symptom) the host
+configuration changes. Same assets and escaping as the host
 report (`reports.fleet_html.page_assets`, `reports.html.script_json`).
 """
 
@@ -20,7 +25,7 @@ import polars as pl
 from analyzer.diff import DiffResult
 from analyzer.outputs import write_text
 from reports.charts import MARGIN, minmax_downsample
-from reports.diff_text import signal_rows
+from reports.diff_text import signal_rows, symptom_view
 from reports.fleet_html import page_assets, template_env
 from reports.html import script_json
 
@@ -108,6 +113,21 @@ def diff_html_text(result: DiffResult) -> str:
         fid = f"d-{col}"
         figures[fid] = {"data": traces, "layout": _layout(s["label"], s["unit"], result.aligned_s)}
         charts.append(fid)
+    symptoms = symptom_view(result)
+    for v in symptoms:  # the symptom's per-second values, charted as the signals are
+        series = result.series.get(f"symptom:{v['index']}", {})
+        traces = [
+            _trace(series[side], "value", side)
+            for side in ("before", "after")
+            if side in series and series[side].height
+        ]
+        fid = f"s-{v['index']}"
+        v["chart"] = fid if traces else None
+        if traces:
+            figures[fid] = {
+                "data": traces,
+                "layout": _layout(f"{v['title']} per second", v["unit"], result.aligned_s),
+            }
     hists = {}
     for h in result.histograms:  # category x axes: drawn apart from the linked time charts
         fid = f"h-{h['name']}"
@@ -116,6 +136,12 @@ def diff_html_text(result: DiffResult) -> str:
     ctx = {
         "r": result,
         "signals": signal_rows(result),
+        "symptoms": symptoms,
+        "symptom_unmatched": [
+            (side, u)
+            for side in ("before", "after")
+            for u in (result.symptoms or {}).get(f"only_{side}") or []
+        ],
         "charts": charts,
         "generated": datetime.now(UTC),
         "figures_json": script_json(
