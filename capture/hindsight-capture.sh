@@ -435,6 +435,36 @@ while [ "$n" -lt "$max" ] && [ ! -e "$stop" ] && kill -0 "$main" 2>/dev/null; do
     sleep "$iv" || break
 done | "$@"'
 
+# proc_cgroup: every IV s, the cgroup of every process (pidstat names processes, not
+# their cgroups): one awk over /proc/<pid>/cgroup, lines of the unified hierarchy (0::)
+# and of the cpu, memory and name=systemd controllers, printed as "<epoch> <pid>
+# <line>|<line>..." (escaped as esc()) only when a PID is new or its cgroups changed
+# since the last pass (SEEN keeps "<pid> <value>"; empty SEEN: every pass prints all,
+# for the flight recorder whose old slots are deleted). A process gone between the
+# glob and the read is skipped (getline < file fails, awk goes on).
+PROC_CGROUP_AWK="$AWK_LIB"'
+BEGIN { if (seen != "") { while ((getline l < seen) > 0) { i = index(l, " "); S[substr(l, 1, i - 1)] = substr(l, i + 1) } close(seen) } }
+{
+    pid = $0; sub(/^\/proc\//, "", pid); sub(/\/cgroup$/, "", pid)
+    v = ""
+    while ((getline l < $0) > 0) if (l ~ /^0::/ || l ~ /^[0-9]+:([^:]*,)?(cpu|memory|name=systemd)(,[^:]*)?:/) v = v (v == "" ? "" : "|") l
+    close($0)
+    if (v == "") next
+    v = esc(v); N[pid] = v
+    if (!(pid in S) || S[pid] != v) print t, pid, v
+}
+END { if (seen != "") { printf "" > seen; for (k in N) print k, N[k] > seen; close(seen) } }
+'
+PROC_CGROUP_SH='iv=$1 fmt=$2 main=$3 stop=$4 max=$5 seen=$6 prog=$7
+n=0
+[ -z "$seen" ] || : >"$seen"
+while [ "$n" -lt "$max" ] && [ ! -e "$stop" ] && kill -0 "$main" 2>/dev/null; do
+    n=$((n + 1))
+    t=$(date "$fmt") || break
+    printf "%s\n" /proc/[0-9]*/cgroup | awk -v t="${t%%.*}" -v seen="$seen" "$prog"
+    sleep "$iv" || break
+done'
+
 # --app-metrics: one scraper per endpoint. Every interval one page (curl or wget, at
 # most LIM s, at most CAP bytes) between two marker lines on stdout (block writer
 # below); NOTE holds "status<TAB>reason" for the manifest. "$@": the timeout(1) prefix.
@@ -1500,6 +1530,17 @@ start_series() {
 
     # kernel log, new messages only (the ring buffer so far is snap/dmesg_full)
     # (read can fail on sysctl files for non-root although it got the value)
+    # the cgroup of every process, for "who" (container, pod, systemd unit); docs/capture.md
+    if [ -r /proc/self/cgroup ]; then
+        _pcg_iv=$((INTERVAL > 5 ? INTERVAL : 5))
+        _pcg_seen=.state/proc_cgroup.seen
+        [ -z "$RING_MIN" ] || _pcg_seen=
+        _cmd_override="every $_pcg_iv s: awk over /proc/[0-9]*/cgroup (changes only)"
+        series proc_cgroup proc_cgroup empty_ok sh -c "$PROC_CGROUP_SH" hindsight-proc-cgroup "$_pcg_iv" "$DATE_FMT" "$$" .state/stop \
+            "$((MAX_TICKS * INTERVAL / _pcg_iv + 2))" "$_pcg_seen" "$PROC_CGROUP_AWK"
+    else
+        reg_off proc_cgroup series proc_cgroup missing "no /proc/self/cgroup (no cgroups)" ""
+    fi
     _restrict=''
     read -r _restrict </proc/sys/kernel/dmesg_restrict 2>/dev/null
     [ -n "$_restrict" ] || _restrict=0

@@ -90,6 +90,9 @@ def test_a_culprit_started_during_the_capture_with_forked_workers_is_named(
     on this machine (2 vCPUs: tasks queue), are the contention finding's "who", with
     their shares added, though they did not exist when the capture began."""
     workers = "for i in 1 2 3 4; do (while :; do :; done) & done; wait"
+    cg = _cpu_cgroup(f"hs-test-culprit-{os.getpid()}")  # the culprit's own cgroup
+    if cg is not None:
+        workers = f'echo $$ > "{cg}/cgroup.procs" && {workers}'
     cap = subprocess.Popen(
         [
             "sh",
@@ -126,3 +129,20 @@ def test_a_culprit_started_during_the_capture_with_forked_workers_is_named(
     who = {g["command"]: g for f in busy for g in f["impact"]["who"]}
     # their share depends on the other load of the machine: at least a quarter of it
     assert "sh" in who and who["sh"]["processes"] >= 3 and who["sh"]["share"] >= 50, who
+    if cg is not None:  # named with the cgroup it ran in (proc_cgroup sampler)
+        cg.rmdir()
+        assert who["sh"]["cgroup"] == f"/{cg.name}", who
+        assert who["sh"]["where"] == f"cgroup /{cg.name}", who
+
+
+def _cpu_cgroup(name: str) -> Path | None:
+    """A new cgroup with the cpu controller (v2, else v1 ``cpu``); None unless root."""
+    if os.geteuid() != 0:
+        return None
+    root = Path("/sys/fs/cgroup")
+    base = root if (root / "cgroup.controllers").is_file() else root / "cpu"
+    try:
+        (base / name).mkdir()
+    except OSError:
+        return None
+    return base / name

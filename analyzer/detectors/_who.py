@@ -7,6 +7,11 @@ process's own rows would overstate a process that ran in one second of ten). Uni
 and %wait are percent of one CPU; kB/s. `snapshot_top` is the fallback when pidstat
 names nobody: the last ps snapshot (``processes``), whose %CPU is ps's
 average over the process's lifetime, not over the window — callers must say so.
+
+`with_identity` adds each process's cgroup and what it names (container, runtime, pod,
+systemd unit) from ``process_cgroups`` (the capture's proc_cgroup sampler): the PID's
+last row before the window's end, else its first row after it. `by_command` then groups
+by command *and* cgroup: the same command in two containers is two "who"s.
 """
 
 from __future__ import annotations
@@ -37,6 +42,34 @@ def busy_processes(ctx: Context, w: Window) -> list[dict]:
     return ctx.query(_SHARES, {"lo": w[0], "hi": w[1]}).to_dicts()
 
 
+IDENTITY = ("cgroup", "container_id", "runtime", "pod_uid", "unit")
+
+_IDENTITY = """
+SELECT pid, cgroup, container_id, runtime, pod_uid, unit FROM (
+    SELECT *, row_number() OVER (
+        PARTITION BY pid
+        ORDER BY second_of(ts) < $hi DESC,
+                 CASE WHEN second_of(ts) < $hi THEN -epoch(ts) ELSE epoch(ts) END) AS n
+    FROM process_cgroups WHERE list_contains($pids, pid))
+WHERE n = 1"""
+
+
+def with_identity(ctx: Context, procs: list[dict], w: Window) -> list[dict]:
+    """``procs`` (dicts with ``pid``) with the `IDENTITY` keys added (None when the bundle
+    has no proc_cgroup sampler or never saw the PID)."""
+    ids: dict[int, dict] = {}
+    pids = sorted({int(p["pid"]) for p in procs if p.get("pid") is not None})
+    if pids and ctx.rows("process_cgroups"):
+        rows = ctx.query(_IDENTITY, {"pids": pids, "hi": w[1]}).to_dicts()
+        ids = {int(r["pid"]): r for r in rows}
+    return [
+        p | {k: (ids.get(int(p["pid"])) or {}).get(k) for k in IDENTITY}
+        if p.get("pid") is not None
+        else p | dict.fromkeys(IDENTITY)
+        for p in procs
+    ]
+
+
 def snapshot_top(ctx: Context, n: int = 3) -> list[dict]:
     """The top ``n`` processes by %CPU of the last ps snapshot ranked by CPU: ``pid``,
     ``comm``, ``args``, ``cpu_pct`` (ps: lifetime average), ``ts``, ``snapshot``."""
@@ -55,20 +88,38 @@ def snapshot_top(ctx: Context, n: int = 3) -> list[dict]:
 def by_command(
     procs: list[dict], key: str = "pcpu", top: int = 3, floor: float = 1.0
 ) -> list[dict]:
-    """The processes of ``procs`` grouped by command, their ``key`` shares added, biggest
-    first: ``command``, ``processes`` (how many), ``pids`` (up to 5), ``share`` — the
-    "who" of a finding (``impact["who"]``; its unit is the caller's: % of one CPU, kB/s)."""
-    by: dict[str, list[dict]] = {}
+    """The processes of ``procs`` grouped by command (and cgroup, when `with_identity`
+    added it), their ``key`` shares added, biggest first: ``command``, ``processes`` (how
+    many), ``pids`` (up to 5), ``share``, and the group's `IDENTITY` keys when known —
+    the "who" of a finding (``impact["who"]``; its unit is the caller's: % of one CPU,
+    kB/s)."""
+    by: dict[tuple[str, str | None], list[dict]] = {}
     for p in procs:
         if (p.get(key) or 0) >= floor:
-            by.setdefault(str(p["cmd"]), []).append(p)
-    rows = [
-        {
+            by.setdefault((str(p["cmd"]), p.get("cgroup")), []).append(p)
+    rows = []
+    for (cmd, _cg), ps in by.items():
+        row = {
             "command": cmd,
             "processes": len(ps),
             "pids": [int(p["pid"]) for p in ps[:5]],
             "share": sum(p[key] for p in ps),
         }
-        for cmd, ps in by.items()
-    ]
+        if any(p.get("cgroup") is not None for p in ps):
+            row |= {k: ps[0].get(k) for k in IDENTITY if ps[0].get(k) is not None}
+            if (where := place(row)) is not None:
+                row["where"] = where
+        rows.append(row)
     return sorted(rows, key=lambda r: -r["share"])[:top]
+
+
+def place(g: dict) -> str | None:
+    """Where a group runs, in words: 'container 3f2a9c1b7d04 (containerd, pod 8d5e…)',
+    'nginx.service', 'cgroup /train'; None for the root cgroup or when unknown."""
+    if g.get("container_id"):
+        extra = [x for x in (g.get("runtime"), g.get("pod_uid") and f"pod {g['pod_uid']}") if x]
+        return f"container {g['container_id'][:12]}" + (f" ({', '.join(extra)})" if extra else "")
+    if g.get("unit"):
+        return str(g["unit"])
+    cg = g.get("cgroup")
+    return f"cgroup {cg}" if cg and cg != "/" else None

@@ -27,7 +27,7 @@ import polars as pl
 from analyzer import intervals
 from analyzer.detectors import _dips
 from analyzer.detectors._base import GPU_DIP, Context, _us, gpu_loss_severity, r, span, worst
-from analyzer.detectors._who import by_command
+from analyzer.detectors._who import by_command, with_identity
 from analyzer.findings import Evidence, Finding, NotEvaluated
 from analyzer.intervals import Window, overlap_s, periodicity
 
@@ -370,7 +370,7 @@ def writer_evidence(ctx: Context, w: Window) -> tuple[list[Evidence], str, list[
         return ev, "", []
     who = [
         g | {"share": r(g["share"], 0), "unit": "MB written"}
-        for g in by_command(df.to_dicts(), key="mb")
+        for g in by_command(with_identity(ctx, df.to_dicts(), w), key="mb")
     ]
     top = df.row(0, named=True)
     return (

@@ -32,7 +32,7 @@ from analyzer.detectors._base import (
     unit_of,
     worst,
 )
-from analyzer.detectors._who import busy_processes, by_command
+from analyzer.detectors._who import busy_processes, by_command, with_identity
 from analyzer.findings import Evidence, Finding, NotEvaluated
 from analyzer.intervals import Window, overlap_s
 
@@ -423,7 +423,7 @@ def _procs(ctx: Context, w: Window, cpu: int | None, n: int = 12) -> list[dict]:
         or (p["wait"] or 0) >= 1
         or (cpu is not None and p["ncpu"] == 1 and p["min_cpu"] == cpu)
     ]
-    return keep[:n]
+    return with_identity(ctx, keep[:n], w)
 
 
 def _who(procs: list[dict]) -> str:
@@ -432,7 +432,8 @@ def _who(procs: list[dict]) -> str:
     parts = []
     for g in by_command(procs):
         many = f" ×{g['processes']}" if g["processes"] > 1 else ""
-        parts.append(f"{g['command']}{many} ({g['share']:.0f}%)")
+        where = f" in {g['where']}" if g.get("where") else ""
+        parts.append(f"{g['command']}{many}{where} ({g['share']:.0f}%)")
     return ", ".join(parts)
 
 

@@ -22,6 +22,7 @@ from analyzer.parsers import (
     nvidia_dmon,
     nvidia_smi_q,
     pidstat,
+    proc_cgroup,
     proc_vmstat,
     processes,
     psi,
@@ -52,4 +53,5 @@ PARSERS: dict[str, ModuleType] = {
     "buddyinfo": buddyinfo,
     "app_metrics": app_metrics,
     "app_log": app_log,
+    "proc_cgroup": proc_cgroup,
 }
