@@ -23,7 +23,7 @@ _SHARES = """
 WITH r AS (SELECT * FROM pidstat WHERE tid IS NULL AND since_boot IS NOT TRUE
            AND second_of(ts) >= $lo AND second_of(ts) < $hi),
      k AS (SELECT count(DISTINCT ts) AS reports FROM r)
-SELECT pid, any_value(command) AS cmd,
+SELECT pid, arg_max(command, ts) AS cmd,
        sum(cpu_pct) / any_value(k.reports) AS pcpu,
        sum(wait_pct) / any_value(k.reports) AS wait,
        sum(kb_wr_s) / any_value(k.reports) AS wr_kb_s,
@@ -42,10 +42,39 @@ def busy_processes(ctx: Context, w: Window) -> list[dict]:
     return ctx.query(_SHARES, {"lo": w[0], "hi": w[1]}).to_dicts()
 
 
-IDENTITY = ("cgroup", "container_id", "runtime", "pod_uid", "unit")
+_MEMORY = """
+WITH r AS (SELECT pid, command, ts, rss_kb, majflt_s FROM pidstat
+           WHERE tid IS NULL AND since_boot IS NOT TRUE AND rss_kb IS NOT NULL
+             AND second_of(ts) >= $lo - INTERVAL 30 SECOND AND second_of(ts) < $hi),
+     a AS (SELECT pid, arg_max(command, ts) AS cmd,
+                  arg_max(rss_kb, ts) FILTER (WHERE second_of(ts) < $lo) AS before_kb,
+                  arg_min(rss_kb, ts) FILTER (WHERE second_of(ts) >= $lo) AS first_kb,
+                  max(rss_kb) FILTER (WHERE second_of(ts) >= $lo) AS peak_kb,
+                  sum(majflt_s) FILTER (WHERE second_of(ts) >= $lo) AS majflt_s_sum
+           FROM r GROUP BY pid)
+SELECT pid, cmd, (peak_kb - coalesce(before_kb, first_kb)) / 1024.0 AS grown_mb,
+       peak_kb / 1024.0 AS rss_mb, coalesce(majflt_s_sum, 0) * $iv AS majflt
+FROM a WHERE peak_kb IS NOT NULL
+ORDER BY grown_mb DESC, majflt DESC, pid"""
+
+
+def memory_users(ctx: Context, w: Window) -> list[dict]:
+    """Every process pidstat saw in ``w`` with its memory: ``pid``, ``cmd``, ``grown_mb``
+    (its peak RSS in ``w`` minus its RSS in its last report up to 30 s before ``w``, else
+    in its first report inside ``w``), ``rss_mb`` (peak), ``majflt`` (major faults in
+    ``w``: pidstat's majflt/s × the interval, summed over its reports). pidstat prints a
+    task in an interval only when it was active (faulted, ran), so an idle process, whose
+    RSS cannot grow, is never named."""
+    if not ctx.rows("pidstat"):
+        return []
+    params = {"lo": w[0], "hi": w[1], "iv": float(ctx.interval_s or 1.0)}
+    return ctx.query(_MEMORY, params).to_dicts()
+
+
+IDENTITY = ("cgroup", "memory_cgroup", "container_id", "runtime", "pod_uid", "unit")
 
 _IDENTITY = """
-SELECT pid, cgroup, container_id, runtime, pod_uid, unit FROM (
+SELECT pid, cgroup, memory_cgroup, container_id, runtime, pod_uid, unit FROM (
     SELECT *, row_number() OVER (
         PARTITION BY pid
         ORDER BY second_of(ts) < $hi DESC,

@@ -26,6 +26,7 @@ import polars as pl
 from analyzer import intervals
 from analyzer.detectors import _memcg, gpu_starvation
 from analyzer.detectors._base import Context, gpu_loss_severity, r, span, unit_of, worst
+from analyzer.detectors._who import by_command, memory_users, with_identity
 from analyzer.findings import Evidence, Finding, NotEvaluated
 from analyzer.intervals import Window, overlap_s
 
@@ -258,6 +259,8 @@ def _host_finding(
     }
     if cgs:
         impact["cgroups_at_limit"] = sorted({cg for cg, _ in cgs})
+    if who := _growers(ctx, w):
+        impact["who"] = who
     if lost is not None:
         impact["gpu_seconds_lost"] = r(lost, 1)
     return Finding(
@@ -486,6 +489,8 @@ def _cgroup_finding(
     if f["psi_some"] is not None:
         impact["stall_some_pct"] = r(f["psi_some"])
         impact["memory_stall_s"] = r((f["psi_full"] or 0) / 100 * dur, 1)
+    if who := _growers(ctx, w, cg):
+        impact["who"] = who
     if lost is not None:
         impact["gpu_seconds_lost"] = r(lost, 1)
     lim = f"{f['limit_mb']:.0f} MiB" if f["limit_mb"] else "unknown"
@@ -587,3 +592,22 @@ def _cg_evidence(ctx: Context, cg: str, w: Window, f: dict) -> list[Evidence]:
         if ctx.has(col):
             ev.append(Evidence(col, r(ctx.stat(col, w, "mean")), r(ctx.baseline(col, exclude=[w])), unit_of(col), f"host-wide, mean {over}"))  # fmt: skip
     return [e for e in ev if e.value is not None or e.signal == "cgroup"]
+
+
+def _growers(ctx: Context, w: Window, cgroup: str | None = None) -> list[dict]:
+    """``impact["who"]``: the commands whose RSS grew most in ``w`` (MB, ≥ 1 MB), by
+    command and cgroup (`_who`); for a memory cgroup's finding only its own processes,
+    which needs the capture's proc_cgroup sampler (without it: nobody is named)."""
+    procs = with_identity(ctx, memory_users(ctx, w), w)
+    if cgroup is not None:
+        want = "/" + cgroup.strip("/")
+        procs = [p for p in procs if _in_cgroup(p, want)]
+    return [
+        g | {"share": r(g["share"], 0), "unit": "MB RSS grown"}
+        for g in by_command(procs, key="grown_mb")
+    ]
+
+
+def _in_cgroup(p: dict, want: str) -> bool:
+    got = p.get("memory_cgroup") or p.get("cgroup")
+    return got is not None and (got == want or got.startswith(want + "/"))

@@ -13,6 +13,7 @@ import polars as pl
 
 from analyzer.detectors import _memcg
 from analyzer.detectors._base import Context, r, span, unit_of
+from analyzer.detectors._who import by_command, memory_users, with_identity
 from analyzer.findings import Evidence, Finding, NotEvaluated
 from analyzer.intervals import Window
 
@@ -74,6 +75,10 @@ def _finding(ctx: Context, w: Window, wins: list[Window]) -> Finding:
     impact = {"swapped_in_mb": r(sin * dur / 1024, 0), "swapped_out_mb": r(sout * dur / 1024, 0)}
     if cgs:
         impact["cgroups"] = [c["cgroup"] for c in cgs]
+    # swap-ins are major faults: who faulted most in the window (pidstat majflt/s)
+    procs = with_identity(ctx, memory_users(ctx, w), w)
+    if who := by_command(procs, key="majflt"):
+        impact["who"] = [g | {"share": r(g["share"], 0), "unit": "major faults"} for g in who]
     return Finding(
         key="SWAP_ACTIVITY",
         kind=NAME,
