@@ -18,7 +18,7 @@ NL='
 usage() {
     cat <<'EOF'
 Usage: hindsight-capture.sh [-d DURATION_S] [-i INTERVAL_S] [-o OUT_DIR] [--pid PID]...
-                            [--cgroup PATH]... [--no-bpf] [--no-gpu] [--safe-mode]
+                            [--cgroup PATH]... [--no-bpf] [--no-stacks] [--no-gpu] [--safe-mode]
                             [--max-mb N] [--min-free-mb N] [--history-hours N]
                             [--iostat-json] [--irq-interval S]
                             [--app-metrics URL]... [--app-log FILE --app-pattern ERE]... [-h]
@@ -38,6 +38,7 @@ and OUT_DIR/hindsight-<host>-<UTC>.tgz. Then: analyze hindsight-<host>-<UTC>.tgz
   --cgroup PATH      a cgroup to follow, e.g. /sys/fs/cgroup/train.slice or
                      train.slice (repeatable); --pid adds the cgroups of each PID
   --no-bpf           do not run bpftrace
+  --no-stacks        no sampled on-CPU stacks (bpftrace profile, ~3-7 % of one core)
   --no-gpu           do not run nvidia-smi
   --safe-mode        skip what can hang on a sick host (nvidia-smi, bpftrace)
   --max-mb N         stop collecting when the bundle directory reaches N MiB (default 500)
@@ -809,6 +810,46 @@ END
 	clear(@start);
 	clear(@usecs);
 }'
+STACKS_BT='/*
+ * stacks.bt - Hindsight sampled on-CPU stacks, per process.
+ *
+ * Samples every CPU 49 times a second (49, not 50: not in step with
+ * timers) and counts the user and kernel stack of the task on it, keyed
+ * by process name and PID; idle CPUs (pid 0) are not counted. Prints the
+ * UTC time at the start, then every 10 s the time, @samples (all samples
+ * of the slice) and the 200 most frequent stacks, then clears them (the
+ * last, shorter slice is not printed: bpftrace 0.17 loses what END
+ * prints at a signal). Bounded: at most 200 stacks per slice, 24 user and
+ * 16 kernel frames each (docs/capture.md).
+ */
+
+BEGIN
+{
+	printf("hindsight stacks: on-CPU stacks at 49 Hz per CPU, top 200 every 10 s\n");
+	time("%Y-%m-%dT%H:%M:%SZ\n");
+}
+
+profile:hz:49
+/pid != 0/
+{
+	@stacks[comm, pid, ustack(perf, 24), kstack(perf, 16)] = count();
+	@samples = count();
+}
+
+interval:s:10
+{
+	time("%Y-%m-%dT%H:%M:%SZ\n");
+	print(@samples);
+	print(@stacks, 200);
+	clear(@samples);
+	clear(@stacks);
+}
+
+END
+{
+	clear(@samples);
+	clear(@stacks);
+}'
 
 # ---------------------------------------------------------------- arguments
 parse_args() {
@@ -834,6 +875,7 @@ parse_args() {
             shift
             ;;
         --no-bpf) NO_BPF=true && shift ;;
+        --no-stacks) NO_STACKS=true && shift ;;
         --no-gpu) NO_GPU=true && shift ;;
         --safe-mode) SAFE_MODE=true && shift ;;
         --iostat-json) IOSTAT_JSON=true && shift ;;
@@ -1490,6 +1532,17 @@ start_series() {
     else
         reg_off pidstat series pidstat missing "command not found: pidstat (install sysstat)" "pidstat -u -r -d -w -h -H $INTERVAL"
     fi
+    # the cgroup of every process, for "who" (container, pod, systemd unit); docs/capture.md
+    if [ -r /proc/self/cgroup ]; then
+        _pcg_iv=$((INTERVAL > 5 ? INTERVAL : 5))
+        _pcg_seen=.state/proc_cgroup.seen
+        [ -z "$RING_MIN" ] || _pcg_seen=
+        _cmd_override="every $_pcg_iv s: awk over /proc/[0-9]*/cgroup (changes only)"
+        series proc_cgroup proc_cgroup empty_ok sh -c "$PROC_CGROUP_SH" hindsight-proc-cgroup "$_pcg_iv" "$DATE_FMT" "$$" .state/stop \
+            "$((MAX_TICKS * INTERVAL / _pcg_iv + 2))" "$_pcg_seen" "$PROC_CGROUP_AWK"
+    else
+        reg_off proc_cgroup series proc_cgroup missing "no /proc/self/cgroup (no cgroups)" ""
+    fi
 
     # samplers
     : >.state/psi.list
@@ -1530,17 +1583,6 @@ start_series() {
 
     # kernel log, new messages only (the ring buffer so far is snap/dmesg_full)
     # (read can fail on sysctl files for non-root although it got the value)
-    # the cgroup of every process, for "who" (container, pod, systemd unit); docs/capture.md
-    if [ -r /proc/self/cgroup ]; then
-        _pcg_iv=$((INTERVAL > 5 ? INTERVAL : 5))
-        _pcg_seen=.state/proc_cgroup.seen
-        [ -z "$RING_MIN" ] || _pcg_seen=
-        _cmd_override="every $_pcg_iv s: awk over /proc/[0-9]*/cgroup (changes only)"
-        series proc_cgroup proc_cgroup empty_ok sh -c "$PROC_CGROUP_SH" hindsight-proc-cgroup "$_pcg_iv" "$DATE_FMT" "$$" .state/stop \
-            "$((MAX_TICKS * INTERVAL / _pcg_iv + 2))" "$_pcg_seen" "$PROC_CGROUP_AWK"
-    else
-        reg_off proc_cgroup series proc_cgroup missing "no /proc/self/cgroup (no cgroups)" ""
-    fi
     _restrict=''
     read -r _restrict </proc/sys/kernel/dmesg_restrict 2>/dev/null
     [ -n "$_restrict" ] || _restrict=0
@@ -1583,6 +1625,20 @@ start_series() {
         series bpf_runqlat bpftrace empty_ok bpftrace -B line -e "$RUNQLAT_BT"
         _cmd_override="bpftrace -B line -e <capture/bpftrace/biolat.bt>"
         series bpf_biolat bpftrace empty_ok bpftrace -B line -e "$BIOLAT_BT"
+    fi
+    # sampled on-CPU stacks ("where in the code"; bounded: see stacks.bt, docs/capture.md)
+    if [ "$NO_BPF" = true ] || [ "$SAFE_MODE" = true ] || [ "$NO_STACKS" = true ]; then
+        _why=--no-bpf
+        [ "$NO_BPF" = true ] || _why=--safe-mode
+        [ "$NO_BPF" = true ] || [ "$SAFE_MODE" = true ] || _why=--no-stacks
+        reg_off bpf_stacks series stacks skipped "$_why" "bpftrace stacks.bt"
+    elif ! have_cmd bpftrace; then
+        reg_off bpf_stacks series stacks missing "command not found: bpftrace" "bpftrace stacks.bt"
+    elif [ "$IS_ROOT" != true ]; then
+        reg_off bpf_stacks series stacks skipped "needs root" "bpftrace stacks.bt"
+    else
+        _cmd_override="bpftrace -B line -e <capture/bpftrace/stacks.bt>"
+        series bpf_stacks stacks empty_ok bpftrace -B line -e "$STACKS_BT"
     fi
 }
 
@@ -1806,6 +1862,27 @@ take_snapshots() {
     else
         reg_off "pids.$PHASE" snapshot pids skipped "no target PIDs" ""
     fi
+    # the Python stacks of the target PIDs that run Python (py-spy pauses each a moment)
+    _py=
+    for _p in $_snap_pids; do
+        _pc=
+        read -r _pc 2>/dev/null <"/proc/$_p/comm" || continue
+        _pa=$(tr '\000' '\n' 2>/dev/null <"/proc/$_p/cmdline" | head -n 1)
+        case "$_pc ${_pa##*/}" in python* | *" python"*) _py="$_py $_p" ;; esac
+    done
+    if [ "$SAFE_MODE" = true ]; then
+        reg_off "py_spy.$PHASE" snapshot py_spy skipped "--safe-mode" "py-spy dump --pid PID"
+    elif [ -z "$PIDS" ]; then
+        reg_off "py_spy.$PHASE" snapshot py_spy skipped "no target PIDs" "py-spy dump --pid PID"
+    elif [ -z "$_py" ]; then
+        reg_off "py_spy.$PHASE" snapshot py_spy skipped "no target PID runs Python" "py-spy dump --pid PID"
+    elif ! have_cmd py-spy; then
+        reg_off "py_spy.$PHASE" snapshot py_spy missing "command not found: py-spy (pip install py-spy)" "py-spy dump --pid PID"
+    else
+        SNAP_CMD="for each Python target PID: py-spy dump --pid PID"
+        # shellcheck disable=SC2086 # a list of numbers
+        snap py_spy py_spy 30 sh -c "$PYSPY_SH" sh $_py
+    fi
     if [ -s .state/cglimits.list ]; then
         SNAP_CMD="read the limit files of the target cgroups (.state/cglimits.list)"
         snap cgroup_limits host_config 15 awk -v list=.state/cglimits.list "$DUMP_AWK"
@@ -1821,6 +1898,15 @@ take_snapshots() {
     fi
     return 0
 }
+
+# per Python target PID: a "hindsight py-spy: pid N" line, then its py-spy dump; exit 0
+# when at least one dump worked
+PYSPY_SH='rc=1
+for p in "$@"; do
+    echo "hindsight py-spy: pid $p"
+    py-spy dump --pid "$p" && rc=0
+done
+exit "$rc"'
 
 # per target PID: "<pid> <source> <line>", then masked
 PIDS_SH='mask=$1
@@ -2701,7 +2787,7 @@ run_loop() {
 
 main() {
     DURATION=60 INTERVAL=1 OUT_PARENT=. PIDS='' CGROUP_SPECS=''
-    NO_BPF=false NO_GPU=false SAFE_MODE=false MAX_MB=500 MIN_FREE_MB=100 HISTORY_HOURS=6
+    NO_BPF=false NO_STACKS=false NO_GPU=false SAFE_MODE=false MAX_MB=500 MIN_FREE_MB=100 HISTORY_HOURS=6
     IOSTAT_JSON=false IRQ_INTERVAL='' IRQ_IV=10 RESERVE_KB=256 DISK_MIN_KB=64 DISK_STOPPED='' NO_ROOM='' STOP_SIGRC=''
     SA_DIRS=${HINDSIGHT_SA_DIRS:-/var/log/sysstat /var/log/sa}
     WORK='' LOG='' SAMPLERS='' SPAWN_EXTRA_ST='' SNAP_CMD='' NAP_PID='' ONESHOT_PID='' SPAWN_PID='' SERIES_PIDS='' _cmd_override=''
@@ -2709,7 +2795,7 @@ main() {
     RING_MIN='' TRIGGERS='' COOLDOWN='' MAX_DUMPS=20 DUMP_CLIENT='' USR1_PENDING='' FIRED_SEEN=0 DUMPS=0 TRIGGER_DUMPS=0
     SUPPRESSED=0 LAST_TRIGGER_DUMP='' KEEP_DIR=1 DUMPING=0 BOOT_EPOCH=0 START_EPOCH=0 HOST_TAG=unknown
     RING_LIFETIME=${HINDSIGHT_RING_LIFETIME:-604800}
-    RING_ALL="vmstat iostat mpstat mpstat_irq sar pidstat psi cgroup meminfo proc_vmstat infiniband dmesg nvidia_dmon bpf_runqlat bpf_biolat"
+    RING_ALL="vmstat iostat mpstat mpstat_irq sar pidstat psi cgroup meminfo proc_vmstat infiniband dmesg nvidia_dmon bpf_runqlat bpf_biolat bpf_stacks"
     is_uint "$RING_LIFETIME" || RING_LIFETIME=604800
     INTERRUPTED=0 STOPPED=0 PIDS_AUTO=false STOP_REASON='' FINISHING='' FINISHED='' GPU_OK='' GPU_HUNG='' DMESG_ISO='' _restrict=0
     parse_args "$@"

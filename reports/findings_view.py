@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from analyzer.sql import ident
+from reports import flame
 from reports.charts_findings import evidence_figure
 from reports.incidents import Incident
 from reports.queries import Store, clip
@@ -23,6 +24,7 @@ from reports.timefmt import TimeFormatter
 MAX_CHARTS = 12  # evidence charts per report (most important cards first)
 MAX_OCCURRENCES = 60  # occurrence rows per card
 MAX_LOG_LINES = 40  # raw lines per card
+MAX_FLAMES = 8  # flame graphs of sampled stacks per report (CPU-related cards first)
 CHART_SIGNALS = 3
 # Evidence units shown in friendlier units: unit -> (shown unit, factor)
 UNITS = {"kB/s": ("MB/s", 1 / 1024), "kB": ("MiB", 1 / 1024), "us": ("ms", 1 / 1000)}
@@ -41,6 +43,7 @@ def build_cards(
     )
     signal_cols = set(store.columns("signals")) if store.usable("signals", "ts") else set()
     figures: dict[str, Any] = {}
+    flames: list[str] = []  # cards with a flame graph (the page keeps at most MAX_FLAMES)
     views = []
     for inc in incidents:
         groups: dict[str, list[dict[str, Any]]] = {}
@@ -51,6 +54,10 @@ def build_cards(
         for key, members in groups.items():
             rep = max(members, key=lambda f: (f.get("gpu_seconds_lost") or 0.0, -members.index(f)))
             card = _card(key, members, rep, evidence, logs, tf)
+            if len(flames) < MAX_FLAMES:
+                card["flame"] = flame.for_finding(store, rep)
+                if card["flame"] is not None:
+                    flames.append(card["anchor"])
             if len(figures) < MAX_CHARTS and signal_cols:
                 fig = _evidence_chart(store, rep, evidence.get(rep["finding_id"], []), signal_cols)
                 if fig is not None:

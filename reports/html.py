@@ -9,7 +9,8 @@ JSON, and :func:`code_spans` output (escaped text with ``<code>`` around backtic
 
 Sections (one template each, see ``templates/`` and docs/report.md): header, symptom
 (only when the bundle has an application series), summary,
-timeline, panels, findings, audit, coverage, appendix.
+timeline, panels, stacks (flame graph of the sampled stacks, `reports.flame`), findings,
+audit, coverage, appendix.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import polars as pl
 from markupsafe import Markup, escape
 
 from analyzer.audit import run_audit
-from reports import charts_events
+from reports import charts_events, flame
 from reports.charts_findings import swimlanes_figure
 from reports.coverage import coverage_context, manifest_rows, reproduce
 from reports.findings_view import build_cards
@@ -326,6 +327,7 @@ def build_context(store: Store, *, role: str = "auto") -> dict[str, Any]:
         "coverage": coverage,
         "events": events_table(store, tf),
         "panels": panels,
+        "stacks": flame.whole_capture(store),
         "groups": _groups(panels),
         "reproduce": reproduce(store, meta, incidents, panels),
         "manifest": manifest_rows(meta, tf),

@@ -26,8 +26,10 @@ from analyzer.parsers import (
     proc_vmstat,
     processes,
     psi,
+    py_spy,
     sadf,
     sar,
+    stacks,
     vmstat,
 )
 
@@ -54,4 +56,6 @@ PARSERS: dict[str, ModuleType] = {
     "app_metrics": app_metrics,
     "app_log": app_log,
     "proc_cgroup": proc_cgroup,
+    "stacks": stacks,
+    "py_spy": py_spy,
 }

@@ -111,7 +111,11 @@ def test_shellcheck_passes_for_posix_sh() -> None:
 
 def test_embedded_bpftrace_programs_match_the_bt_files() -> None:
     text = SCRIPT.read_text()
-    for var, name in (("RUNQLAT_BT", "runqlat.bt"), ("BIOLAT_BT", "biolat.bt")):
+    for var, name in (
+        ("RUNQLAT_BT", "runqlat.bt"),
+        ("BIOLAT_BT", "biolat.bt"),
+        ("STACKS_BT", "stacks.bt"),
+    ):
         start = text.index(f"{var}='") + len(var) + 2
         end = text.index("'", start)
         embedded = text[start:end]

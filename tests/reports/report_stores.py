@@ -169,6 +169,15 @@ SELECT TIMESTAMPTZ '2024-05-01 12:00:00+00' + to_seconds(i * 10) AS ts, '@usecs'
     '' AS key, (1 << b)::BIGINT AS bucket_low, (1 << (b + 1))::BIGINT AS bucket_high,
     (10 + b * i)::BIGINT AS count, 'usecs' AS unit, 'bpftrace' AS style,
     'bpftrace/runqlat.out' AS source_file FROM range(12) t(i), range(0, 12) u(b);
+CREATE TABLE stack_samples AS
+SELECT TIMESTAMPTZ '2024-05-01 12:00:10+00' + to_seconds(i * 10) AS ts, 10.0 AS interval_s,
+    4242::BIGINT AS pid, 'python3' AS comm, s AS stack, 3 AS user_frames, k AS kernel_frames,
+    split_part(s, ';', -1) AS leaf, (40 + i)::BIGINT AS samples
+FROM range(11) t(i), (VALUES ('main;train_step;matmul', 0), ('main;load;read;vfs_read_[k]', 1)) v(s, k);
+CREATE TABLE stack_slices AS
+SELECT TIMESTAMPTZ '2024-05-01 12:00:10+00' + to_seconds(i * 10) AS ts, 10.0 AS interval_s,
+    (90 + 2 * i)::BIGINT AS samples, (80 + 2 * i)::BIGINT AS samples_shown, 2::BIGINT AS stacks_shown
+FROM range(11) t(i);
 """
 
 HOST_CONFIG = f"""
