@@ -13,7 +13,7 @@ from __future__ import annotations
 from analyzer.detectors import _dips, checkpoint_stall
 from analyzer.detectors._base import GPU_DIP, Context, gpu_loss_severity, r, span, unit_of
 from analyzer.detectors._dips import Segment
-from analyzer.detectors._who import busy_processes, snapshot_top
+from analyzer.detectors._who import busy_processes, by_command, snapshot_top, with_identity
 from analyzer.findings import Evidence, Finding, NotEvaluated
 from analyzer.intervals import Window, periodicity
 
@@ -44,6 +44,16 @@ REMEDIATION = {
     "xid": "A GPU error interrupted the job: see the GPU_XID finding for the code and what to do.",
     "unexplained": "No host signal explains the dip: profile a step across it (torch.profiler or `nsys profile -t cuda,nvtx,osrt`), check collective waits (NCCL_DEBUG=INFO) and stragglers on other hosts.",
 }
+#: a CPU-bound loader whose disk reads were high too is copying data (the field guide:
+#: "pidstat on the DataLoader process while iostat -x shows disk throughput; if both are
+#: high the CPU is copying data"); reads at their baseline: it computes (decode, augment)
+LOADER_READ_KB_S = 20 * 1024  # mean disk reads over the segment's interior, at least …
+LOADER_READ_RISE = 2.0  # … and this many times the capture's baseline (outside the dips)
+LOADER_KINDS = {
+    "copying": "the loader's CPU and the disk reads were both high: the CPU is copying data from storage",
+    "computing": "disk reads stayed near their baseline: the loader's CPU is computing (decoding, augmenting, tokenising)",
+}
+COPYING_FIX = "The loader copies data from storage on the CPU: read larger sequential shards (WebDataset/TFRecord/FFCV, `datasets` memory-mapped Arrow) instead of many small files, keep the dataset in page cache or on local NVMe, set pin_memory=True and more num_workers for the reads, and decode on the GPU (NVIDIA DALI, nvjpeg)."
 
 
 def segments(ctx: Context) -> list[Segment]:
@@ -74,6 +84,7 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
     out = []
     for seg, lost in rows:
         d, cause = seg.window, seg.cause
+        kind, reads = _loader_kind(ctx, seg, dips) if cause == "cpu_loader" else (None, [])
         gmean = ctx.stat("gpu_util_mean_pct", d, "mean")
         per = periods[cause]
         series_lost = sum(x for s, x in rows if s.cause == cause) if per else lost
@@ -98,11 +109,14 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
                     if split
                     else ""
                 )
+                + (f"; {LOADER_KINDS[kind]}" if kind else "")
                 + ".",
                 impact={
                     "gpu_seconds_lost": r(lost, 1),
                     "gpu_idle_s": (d[1] - d[0]).total_seconds(),
                     "cause": cause,
+                    **({"loader": kind} if kind else {}),
+                    **_who_of(ctx, seg),
                 },
                 evidence=[
                     Evidence(
@@ -110,8 +124,9 @@ def detect(ctx: Context) -> list[Finding] | NotEvaluated:
                     ),
                     Evidence("classification", None, None, "", f"{cause}: {LABELS[cause]}"),
                     *_evidence(ctx, seg, dips),
+                    *reads,
                 ],
-                remediation=[REMEDIATION[cause]],
+                remediation=[COPYING_FIX if kind == "copying" else REMEDIATION[cause]],
                 series=f"GPU_STARVATION:{cause}" if per else None,
                 period_s=r(per[0], 1) if per else None,
                 occurrences=counts[cause] if per else None,
@@ -169,6 +184,33 @@ def _evidence(ctx: Context, seg: Segment, dips: list) -> list[Evidence]:
     if seg.cause in ("cpu_loader", "cpu_contention"):
         ev += _busiest(ctx, w)
     return ev
+
+
+def _loader_kind(
+    ctx: Context, seg: Segment, dips: list[Window]
+) -> tuple[str | None, list[Evidence]]:
+    """A CPU-bound loader's dip: ``copying`` when the disk reads were high too (mean over
+    the interior ≥ `LOADER_READ_KB_S` and ≥ `LOADER_READ_RISE` × the baseline outside the
+    dips), ``computing`` when they were not; None without disk data."""
+    mean = ctx.stat("disk_read_kb_s", seg.interior, "mean")
+    if mean is None:
+        return None, []
+    base = ctx.baseline("disk_read_kb_s", exclude=dips)
+    high = mean >= LOADER_READ_KB_S and (not base or mean >= LOADER_READ_RISE * base)
+    kind = "copying" if high else "computing"
+    note = f"mean over the dip's interior seconds vs baseline: {LOADER_KINDS[kind]}"
+    return kind, [Evidence("disk_read_kb_s", r(mean), r(base), "kB/s", note)]
+
+
+def _who_of(ctx: Context, seg: Segment) -> dict:
+    """``{"who": …}`` for CPU-caused dips: the busiest commands (pidstat), by cgroup."""
+    if seg.cause not in ("cpu_loader", "cpu_contention"):
+        return {}
+    procs = [p for p in busy_processes(ctx, seg.interior) if (p["pcpu"] or 0) >= 1]
+    who = by_command(with_identity(ctx, procs, seg.interior))
+    return (
+        {"who": [g | {"share": r(g["share"]), "unit": "% of one CPU"} for g in who]} if who else {}
+    )
 
 
 def _busiest(ctx: Context, w: Window) -> list[Evidence]:

@@ -186,3 +186,46 @@ def test_clock_drop_under_power_cap_is_gpu_throttle_but_idle_downclock_is_not() 
     assert got[0].severity == "major" and got[0].duration_s == hot[0][1] - hot[0][0]
     idle = g.with_columns(pviol_pct=pl.lit(0.0))  # clocks drop but nothing is at a limit
     assert above_info(run(gpu_throttle, n=N, gpu_dmon=idle)) == []
+
+
+def _loader_dip(rkb: float) -> list:
+    """The pegged-loader dip of the test above, with disk reads of ``rkb`` kB/s in it."""
+    dip = [(200, 210)]
+    vm = series(
+        N, r=1, b=0, us_pct=12.0, sy_pct=3.0, id_pct=85.0, wa_pct=0.0, st_pct=0.0, since_boot=False
+    )
+    ps = series(
+        N,
+        pid=4242,
+        command="python",
+        cpu_pct=lambda i: 100.0 if between(i, dip) else 60.0,
+        wait_pct=0.0,
+        since_boot=False,
+    )
+    io = disk(N, wkb=0.0).with_columns(
+        rkb_s=pl.Series([rkb if between(i, dip) else 1000.0 for i in range(N)])
+    )
+    return run(
+        gpu_starvation,
+        n=N,
+        gpu_dmon=gpu(N, util=lambda i: 8.0 if between(i, dip) else 92.0),
+        vmstat=vm,
+        pidstat=ps,
+        iostat_device=io,
+    )
+
+
+def test_a_cpu_bound_loader_with_high_disk_reads_is_copying_data() -> None:
+    """The field guide: loader CPU and disk throughput both high: the CPU copies data."""
+    (f,) = _loader_dip(rkb=200_000.0)
+    assert f.impact["cause"] == "cpu_loader" and f.impact["loader"] == "copying"
+    ev = next(e for e in f.evidence if e.signal == "disk_read_kb_s")
+    assert ev.value == 200_000.0 and ev.baseline == 1000.0
+    assert "copying data from storage" in f.summary and "WebDataset" in f.remediation[0]
+    assert f.impact["who"][0]["command"] == "python" and f.impact["who"][0]["pids"] == [4242]
+
+
+def test_a_cpu_bound_loader_with_reads_at_baseline_is_computing() -> None:
+    (f,) = _loader_dip(rkb=1000.0)
+    assert f.impact["loader"] == "computing" and "num_workers" in f.remediation[0]
+    assert "computing (decoding" in f.summary
