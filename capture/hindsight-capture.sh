@@ -1883,6 +1883,16 @@ take_snapshots() {
         # shellcheck disable=SC2086 # a list of numbers
         snap py_spy py_spy 30 sh -c "$PYSPY_SH" sh $_py
     fi
+    # container and pod names from the runtime's own metadata (the analyzer parses IDs,
+    # pods and units from cgroup paths either way; docs/capture.md "containers")
+    if [ "$SAFE_MODE" = true ]; then
+        reg_off "containers.$PHASE" snapshot containers skipped "--safe-mode" "crictl ps -a -o json; docker ps"
+    elif ! have_cmd crictl && ! have_cmd docker; then
+        reg_off "containers.$PHASE" snapshot containers missing "no crictl or docker: container IDs and pods from cgroup paths only" "crictl ps -a -o json; docker ps"
+    else
+        have_cmd crictl && snap containers_crictl containers 15 crictl ps -a -o json
+        have_cmd docker && snap containers_docker containers 15 docker ps -a --no-trunc --format "$DOCKER_PS_FMT"
+    fi
     if [ -s .state/cglimits.list ]; then
         SNAP_CMD="read the limit files of the target cgroups (.state/cglimits.list)"
         snap cgroup_limits host_config 15 awk -v list=.state/cglimits.list "$DUMP_AWK"
@@ -1898,6 +1908,11 @@ take_snapshots() {
     fi
     return 0
 }
+
+# docker ps: one tab-separated line per container (full ID, name, image, state, and the
+# pod labels the kubelet's dockershim / cri-dockerd set)
+# shellcheck disable=SC2016 # a Go template for docker, not for the shell
+DOCKER_PS_FMT='{{.ID}}\t{{.Names}}\t{{.Image}}\t{{.State}}\t{{.Label "io.kubernetes.pod.name"}}\t{{.Label "io.kubernetes.pod.namespace"}}\t{{.Label "io.kubernetes.pod.uid"}}'
 
 # per Python target PID: a "hindsight py-spy: pid N" line, then its py-spy dump; exit 0
 # when at least one dump worked

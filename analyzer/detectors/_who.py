@@ -72,6 +72,7 @@ def memory_users(ctx: Context, w: Window) -> list[dict]:
 
 
 IDENTITY = ("cgroup", "memory_cgroup", "container_id", "runtime", "pod_uid", "unit")
+NAMES = ("container_name", "pod_name", "pod_namespace")  # from the runtime's CLI (containers)
 
 _IDENTITY = """
 SELECT pid, cgroup, memory_cgroup, container_id, runtime, pod_uid, unit FROM (
@@ -81,6 +82,11 @@ SELECT pid, cgroup, memory_cgroup, container_id, runtime, pod_uid, unit FROM (
                  CASE WHEN second_of(ts) < $hi THEN -epoch(ts) ELSE epoch(ts) END) AS n
     FROM process_cgroups WHERE list_contains($pids, pid))
 WHERE n = 1"""
+_NAMED = """
+SELECT i.*, c.container_name, c.pod_name, c.pod_namespace FROM ({identity}) i
+LEFT JOIN (SELECT container_id, max(name) AS container_name, max(pod_name) AS pod_name,
+                  max(pod_namespace) AS pod_namespace
+           FROM containers GROUP BY container_id) c USING (container_id)"""
 
 
 def with_identity(ctx: Context, procs: list[dict], w: Window) -> list[dict]:
@@ -89,12 +95,14 @@ def with_identity(ctx: Context, procs: list[dict], w: Window) -> list[dict]:
     ids: dict[int, dict] = {}
     pids = sorted({int(p["pid"]) for p in procs if p.get("pid") is not None})
     if pids and ctx.rows("process_cgroups"):
-        rows = ctx.query(_IDENTITY, {"pids": pids, "hi": w[1]}).to_dicts()
+        sql = _NAMED.format(identity=_IDENTITY) if ctx.rows("containers") else _IDENTITY
+        rows = ctx.query(sql, {"pids": pids, "hi": w[1]}).to_dicts()
         ids = {int(r["pid"]): r for r in rows}
+    keys = IDENTITY + NAMES
     return [
-        p | {k: (ids.get(int(p["pid"])) or {}).get(k) for k in IDENTITY}
+        p | {k: (ids.get(int(p["pid"])) or {}).get(k) for k in keys}
         if p.get("pid") is not None
-        else p | dict.fromkeys(IDENTITY)
+        else p | dict.fromkeys(keys)
         for p in procs
     ]
 
@@ -135,7 +143,7 @@ def by_command(
             "share": sum(p[key] for p in ps),
         }
         if any(p.get("cgroup") is not None for p in ps):
-            row |= {k: ps[0].get(k) for k in IDENTITY if ps[0].get(k) is not None}
+            row |= {k: ps[0].get(k) for k in IDENTITY + NAMES if ps[0].get(k) is not None}
             if (where := place(row)) is not None:
                 row["where"] = where
         rows.append(row)
@@ -143,8 +151,15 @@ def by_command(
 
 
 def place(g: dict) -> str | None:
-    """Where a group runs, in words: 'container 3f2a9c1b7d04 (containerd, pod 8d5e…)',
-    'nginx.service', 'cgroup /train'; None for the root cgroup or when unknown."""
+    """Where a group runs, in words: 'container trainer (pod ml/train-0, containerd)' (names
+    from the runtime's CLI), 'container 3f2a9c1b7d04 (containerd, pod 8d5e…)' (from the
+    cgroup path), 'nginx.service', 'cgroup /train'; None for the root cgroup or unknown."""
+    if g.get("container_name"):
+        pod = g.get("pod_name") and "/".join(
+            x for x in (g.get("pod_namespace"), g["pod_name"]) if x
+        )
+        extra = [x for x in (pod and f"pod {pod}", g.get("runtime")) if x]
+        return f"container {g['container_name']}" + (f" ({', '.join(extra)})" if extra else "")
     if g.get("container_id"):
         extra = [x for x in (g.get("runtime"), g.get("pod_uid") and f"pod {g['pod_uid']}") if x]
         return f"container {g['container_id'][:12]}" + (f" ({', '.join(extra)})" if extra else "")

@@ -12,6 +12,7 @@ from analyzer.parsers import (
     bpftrace,
     buddyinfo,
     cgroup,
+    containers,
     df,
     dmesg,
     host_config,
@@ -56,6 +57,7 @@ PARSERS: dict[str, ModuleType] = {
     "app_metrics": app_metrics,
     "app_log": app_log,
     "proc_cgroup": proc_cgroup,
+    "containers": containers,
     "stacks": stacks,
     "py_spy": py_spy,
 }

@@ -223,3 +223,17 @@ def timestamps(tool: str, path: Path) -> list[float]:
     else:
         raise AssertionError(f"no timestamp reader for {tool}")
     return out
+
+
+def restricted_path(tmp: Path, drop: set[str]) -> str:
+    """A PATH with every command of the host except `drop` (symlinks in one folder)."""
+    bindir = tmp / "bin"
+    bindir.mkdir()
+    for d in ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"):
+        if not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            if name in drop or (bindir / name).exists():
+                continue
+            (bindir / name).symlink_to(os.path.join(d, name))
+    return str(bindir)

@@ -29,6 +29,7 @@ from capture_helpers import (
     have_shell,
     kill_session,
     load_manifest,
+    restricted_path,
     run_capture,
     session_processes,
     start_capture,
@@ -278,20 +279,6 @@ def test_sigkill_leaves_a_directory_the_analyzer_loads(tmp_path: Path) -> None:
     assert (tmp_path / "report.html").stat().st_size > 0
 
 
-def _restricted_path(tmp: Path, drop: set[str]) -> str:
-    """A PATH with every command of the host except `drop` (symlinks in one folder)."""
-    bindir = tmp / "bin"
-    bindir.mkdir()
-    for d in ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"):
-        if not os.path.isdir(d):
-            continue
-        for name in os.listdir(d):
-            if name in drop or (bindir / name).exists():
-                continue
-            (bindir / name).symlink_to(os.path.join(d, name))
-    return str(bindir)
-
-
 @pytest.mark.capture
 def test_without_sysstat_and_nvidia_smi_as_nobody_still_yields_bundle() -> None:
     if os.geteuid() != 0 or not shutil.which("setpriv"):
@@ -300,7 +287,7 @@ def test_without_sysstat_and_nvidia_smi_as_nobody_still_yields_bundle() -> None:
     try:
         os.chmod(tmp, 0o777)
         drop = {"iostat", "mpstat", "sar", "pidstat", "sadc", "sadf", "nvidia-smi", "bpftrace"}
-        path = _restricted_path(tmp, drop)
+        path = restricted_path(tmp, drop)
         out = tmp / "out"
         out.mkdir()
         os.chmod(out, stat.S_IRWXU | stat.S_IRWXG | stat.S_IRWXO)
