@@ -4,8 +4,10 @@ windows: the measurements `analyzer.symptoms.explain` judges (docs/symptoms.md).
 - `baselines` / `is_active`: a signal is *active* where it departs from its own
   baseline — median ``b`` and σ (1.4826 × MAD) over the seconds *outside* the symptom's
   windows widened by ``max_lag_s`` before and ``pad_s`` after — by at least
-  ``d = max(k_sigma × σ, floor)`` in its direction (`mechanisms.direction`). A finding
-  key is active inside its findings' windows (`inside`).
+  ``d = max(k_sigma × σ, floor)`` in its direction (`mechanisms.direction`); a signal
+  read off a log2 histogram's bucket bounds (`mechanisms.LOG2_BUCKETS`) moves in steps
+  of 2×, so ``d`` is also at least ``(min_ratio − 1) × b``: two buckets up, one being its
+  resolution. A finding key is active inside its findings' windows (`inside`).
 - `best_lag`: for each lag ``L`` in 0..``max_lag_s``, the share of the window's seconds
   ``t`` where the candidate was active at ``t − L`` (its *cooccurrence*) and its median
   over those ``t − L`` (its *level*); the best lag has the highest share (ties: smallest).
@@ -32,7 +34,7 @@ import polars as pl
 from analyzer import intervals
 from analyzer.findings import Finding
 from analyzer.parsers.base import TS
-from analyzer.symptoms.mechanisms import direction, floor
+from analyzer.symptoms.mechanisms import direction, floor, min_ratio
 
 THRESHOLDS = {
     "max_lag_s": 5,  # a cause may lead its effect by 0–5 s
@@ -82,7 +84,9 @@ def baselines(
     res = {}
     for c in cols:  # per column, not per row
         got = out if out[f"n:{c}"] >= T["min_outside"] else every
-        res[c] = (float(got[f"m:{c}"]), max(T["k_sigma"] * 1.4826 * float(got[f"d:{c}"]), floor(c)))
+        med = float(got[f"m:{c}"])
+        step = (min_ratio(c) - 1) * abs(med)  # 0 but for log2-bucket signals
+        res[c] = (med, max(T["k_sigma"] * 1.4826 * float(got[f"d:{c}"]), floor(c), step))
     return res
 
 

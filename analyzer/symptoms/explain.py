@@ -19,6 +19,15 @@ the pair (`mechanisms.group_of`); **concurrent** when it overlaps as much (coocc
 and excess) but one of the others fails — never a cause (docs/detectors.md: causes need
 mechanisms); **weak** otherwise (no sentence: not shown). Rank within a window: causes,
 then concurrent, then weak; each by score (then by name).
+
+**Throttling also shows as CPU pressure.** A task of a throttled cgroup stays runnable
+while it waits for the next CFS period, so PSI counts that wait as CPU pressure
+(``psi_cpu_some_pct``; bpftrace's run-queue latency and the CPU_CONTENTION finding, which
+read the same waits, likewise), while the run queue (vmstat ``r``, the kernel's
+``nr_running``) drops the throttled tasks. So in a window that throttling explains (a
+``cpu_quota`` cause), those contention candidates (`BY_THROTTLING`) are concurrent, not
+causes, unless the run queue itself overlaps the window as a cause would (cooccurrence
+and excess): only then were tasks waiting for a CPU that was busy.
 """
 
 from __future__ import annotations
@@ -41,6 +50,9 @@ THRESHOLDS = {
     "min_specificity": 0.5,  # … and at least half its stretches came with the symptom
 }
 T = THRESHOLDS
+#: contention candidates that throttling raises too (module docstring); findings of the
+#: cpu_contention group count as well
+BY_THROTTLING = ("psi_cpu_some_pct", "runqlat_p99_us")
 ROLE_ORDER = {"cause": 0, "concurrent": 1, "weak": 2}
 
 
@@ -127,6 +139,19 @@ def _judge(rows: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("concurrent"))
         .otherwise(pl.lit("weak"))
     )
+    # throttling's own CPU pressure (module docstring): per window, is a cpu_quota
+    # candidate a cause, and does the run queue overlap as a cause would?
+    throttled = ((c("role") == "cause") & (c("mechanism_group") == "cpu_quota")).any()
+    runq = ((c("candidate") == "runq") & c("overlaps")).any()
+    ambiguous = c("candidate").is_in(BY_THROTTLING) | (
+        (c("candidate_type") == "finding") & (c("mechanism_group") == "cpu_contention")
+    )
+    rows = rows.with_columns(
+        _throttling=ambiguous
+        & (c("role") == "cause")
+        & throttled.over("window_id")
+        & ~runq.over("window_id")
+    ).with_columns(role=pl.when(c("_throttling")).then(pl.lit("concurrent")).otherwise(c("role")))
     pct = (c("cooccurrence") * 100).round(0).cast(pl.Int64).cast(pl.String)
     weak = (
         pl.when(c("cooccurrence") < T["min_cooccurrence"])
@@ -157,6 +182,7 @@ def _judge(rows: pl.DataFrame) -> pl.DataFrame:
         pl.when(~specific).then(
             pl.concat_str([pl.lit("only "), c("stretches_with_symptom").cast(pl.String), pl.lit(" of its "), c("stretches").cast(pl.String), pl.lit(" stretches came with the symptom")])
         ),
+        pl.when(c("_throttling")).then(pl.lit("the cgroup's throttling explains it: throttled threads count as waiting for a CPU, and the run queue did not grow")),
     ).list.drop_nulls().list.join("; ")  # fmt: skip
     why = (
         pl.when(c("role") == "cause")
@@ -174,7 +200,7 @@ def _judge(rows: pl.DataFrame) -> pl.DataFrame:
             nulls_last=True,
         )
         .with_columns(rank=(pl.int_range(pl.len()).over("window_id") + 1).cast(pl.Int32))
-        .drop("_o", "overlaps", "fstrength", "dist")
+        .drop("_o", "overlaps", "fstrength", "dist", "_throttling")
     )
 
 

@@ -151,6 +151,10 @@ FLOOR_OF: dict[str, float] = {
     "net_tx_kb_s": 1024.0,
 }
 UNIT_OF = {c.name: c.unit for c in SIGNALS.columns}
+#: signals whose values are the bounds of a log2 histogram's buckets (bpftrace's runqlat and
+#: biolat p99): they move in steps of 2x, so one step up is the histogram's resolution (a
+#: p99 crossing one bucket boundary), not a change; active from two steps up (`min_ratio`)
+LOG2_BUCKETS = frozenset({"runqlat_p99_us", "biolat_p99_us"})
 
 
 def candidates() -> list[str]:
@@ -160,6 +164,11 @@ def candidates() -> list[str]:
 
 def floor(col: str) -> float:
     return FLOOR_OF.get(col, FLOOR_BY_UNIT.get(UNIT_OF.get(col, ""), 1.0))
+
+
+def min_ratio(col: str) -> float:
+    """The smallest ``value / baseline`` that counts for ``col`` (1: no such rule)."""
+    return 4.0 if col in LOG2_BUCKETS else 1.0
 
 
 def direction(col: str) -> str:

@@ -183,6 +183,7 @@ def load_main(argv: list[str]) -> int:
         "swap": _swap,
         "idle": _idle,
         "mkfile": _mkfile,
+        "wburst": _wburst,
     }[a.name]
     plog("begin", pid=os.getpid())
     fn(a, plog)
@@ -198,6 +199,27 @@ def _mkfile(a: argparse.Namespace, plog: PhaseLog) -> None:
         f.flush()
         os.fsync(f.fileno())
     _drop_cache(a.path)
+
+
+def _wburst(a: argparse.Namespace, plog: PhaseLog) -> None:
+    """A write burst of a.seconds: rounds of a.mb MB of buffered writes (chunk_mb chunks)
+    over the same file from offset 0, each followed by fsync, until a.seconds have passed
+    (the round under way is finished); then the file is deleted."""
+    buf = os.urandom(a.chunk_mb * MB)
+    fd = os.open(a.path, os.O_WRONLY | os.O_CREAT, 0o600)
+    end = now() + a.seconds
+    rounds = 0
+    while now() < end:
+        t = now()
+        for k in range(a.mb // a.chunk_mb):
+            os.pwrite(fd, buf, k * a.chunk_mb * MB)
+        w = now()
+        os.fsync(fd)
+        rounds += 1
+        plog("round", n=rounds, write_s=round(w - t, 3), fsync_s=round(now() - w, 3))
+    os.close(fd)
+    os.unlink(a.path)
+    plog("unlink", rounds=rounds, mb=rounds * a.mb)
 
 
 def _idle(a: argparse.Namespace, plog: PhaseLog) -> None:
@@ -458,6 +480,8 @@ class Run:
         self.files: list[Path] = []
         self.facts: dict[str, Any] = {}
         self.description = ""
+        self.truth_extra: dict[str, Any] = {}  # more top-level truth keys (the service's)
+        self.finish_hooks: list[Callable[[dict[str, Any]], None]] = []  # see finish()
 
     # -- setup before the capture
     def cgroup(
@@ -600,9 +624,10 @@ class Run:
             k: meminfo()[k] for k in ("MemTotal", "MemFree", "MemAvailable", "Cached", "SwapTotal")
         }
         log("capture: sh capture/hindsight-capture.sh " + " ".join(args))
+        script = self.capture_script()
         self.cap_log = open(self.work / "capture-console.log", "w")
         self.cap = subprocess.Popen(
-            ["sh", str(CAPTURE), *args],
+            ["sh", str(script), *args],
             stdout=subprocess.PIPE,
             stderr=self.cap_log,
             env=ENV,
@@ -625,6 +650,28 @@ class Run:
                 raise RuntimeError("the capture exited before sampling")
             time.sleep(0.1)
         raise RuntimeError("the capture did not start sampling within 60 s")
+
+    def capture_script(self) -> Path:
+        """A private copy of the capture script, run instead of the file in the working
+        tree: sh reads a script as it runs it, so an edit of the working tree during a
+        capture of several minutes would break the running capture. HEAD's version when
+        git has one (what a commit names), else the working tree's; recorded in the truth."""
+        dest = self.work / "hindsight-capture.sh"
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "show", "HEAD:capture/hindsight-capture.sh"],
+            capture_output=True,
+        )
+        commit = cmd_out(["git", "-C", str(ROOT), "rev-parse", "HEAD"])
+        if head.returncode == 0 and head.stdout:
+            dest.write_bytes(head.stdout)
+            self.script_source = f"git HEAD {commit}: capture/hindsight-capture.sh"
+        else:
+            shutil.copyfile(CAPTURE, dest)
+            self.script_source = "the working tree's capture/hindsight-capture.sh"
+        import hashlib
+
+        self.script_sha256 = hashlib.sha256(dest.read_bytes()).hexdigest()
+        return dest
 
     def at(self, offset: float) -> None:
         time.sleep(max(0.0, self.t0 + offset - now()))
@@ -687,6 +734,7 @@ class Run:
         cgroup: Any = None,
         phases: dict[str, float | None] | None = None,
         why_kind: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         ph: dict[str, Any] = {}
         for pr in procs:
@@ -717,6 +765,7 @@ class Run:
                 "phase_details": {pr.name: pr.phases() for pr in procs if pr.phases()},
                 "expected": expected,
                 "observed": None,
+                **(extra or {}),
             }
         )
 
@@ -747,6 +796,10 @@ class Run:
                 "inject": f"python samples/real/inject.py {self.scenario}",
                 "capture_command": "sh capture/hindsight-capture.sh " + " ".join(self.cap_args),
                 "capture_args": self.cap_args,
+                "capture_script": {
+                    "source": getattr(self, "script_source", None),
+                    "sha256": getattr(self, "script_sha256", None),
+                },
                 "namespaces": "capture and loads ran in a private PID + mount namespace "
                 "(unshare --pid --fork --mount-proc); tracefs mounted there only; "
                 "PIDs are namespace PIDs (dmesg prints host PIDs)",
@@ -763,7 +816,13 @@ class Run:
             "background": self.background,
             "incidents": self.incidents,
             "quiet_windows": quiet_windows(self.incidents, cs, ce, self.duration, self.t0),
+            **self.truth_extra,
         }
+        for hook in self.finish_hooks:  # e.g. the service's latency record, summarised
+            try:
+                hook(truth)
+            except Exception as e:  # the bundle and the rest of the truth still count
+                self.notes.append(f"finish hook {getattr(hook, '__name__', hook)} failed: {e!r}")
         (self.out / f"{self.scenario}.truth.json").write_text(json.dumps(truth, indent=1) + "\n")
         log(f"wrote {dest} ({dest.stat().st_size // 1024} KiB) and {self.scenario}.truth.json")
 
@@ -1731,6 +1790,363 @@ def sc_softirq(r: Run) -> None:
             "cpu1_soft_pct": "~15-50",
         },
     )
+
+
+# ------------------------------------------------------------------ the test service (symptom first)
+SERVICE = HERE / "service.py"
+#: the histogram's upper bounds (s): fine around the quiet ~11 ms, up to 10 s
+SVC_BUCKETS = "0.005,0.01,0.0125,0.015,0.02,0.025,0.03,0.04,0.05,0.075,0.1,0.15,0.2,0.3,0.5,0.75,1,1.5,2,3,5,10"
+#: the load generator: open loop, 25 requests/s of 10 ms CPU each (~27 % of a CPU with the
+#: HTTP overhead), 8 workers
+SVC_LOAD = {"rate": 25, "ms": 10, "threads": 8, "timeout_s": 60}
+#: cpu.shares of the service's and the load generator's cgroups (v1; default 1024): the
+#: other agents' work on this machine (root cgroup, nice 0: 1024 per task) then takes at
+#: most a small share of the CPU the service runs on, so quiet time stays quiet; an
+#: injected neighbour gets its own weight (`_shares`)
+SVC_SHARES = 8192
+
+
+def _shares(cg: dict[str, Path], shares: int) -> None:
+    (cg["cpu"] / "cpu.shares").write_text(str(shares))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _service(
+    r: Run,
+    cgroup: dict[str, Path],
+    load_cgroup: dict[str, Path],
+    pin: str | None = None,
+    load_pin: str | None = None,
+    fsync_log: Path | None = None,
+) -> tuple[Proc, Proc, str]:
+    """samples/real/service.py (``--burn cpu``, its latency record in the work directory)
+    in ``cgroup`` (pinned with taskset to CPU ``pin``), and its load generator in
+    ``load_cgroup``; both started (the load ~5 s before the capture); returns them and the
+    --app-metrics URL. The truth gets ``service`` (how, the load's parameters) and, at the
+    end, the service's own latency record summarised (`_latency_truth`)."""
+    port = _free_port()
+    record = r.work / "latency.txt"
+    _shares(cgroup, SVC_SHARES)
+    _shares(load_cgroup, SVC_SHARES)
+    taskset = ["taskset", "-c", pin] if pin else []
+    argv = [
+        *taskset, PY, str(SERVICE), "--port", str(port), "--burn", "cpu",
+        "--record", str(record), "--comm", "hs-svc", "--buckets", SVC_BUCKETS,
+        *(["--fsync-log", str(fsync_log)] if fsync_log else []),
+    ]  # fmt: skip
+    svc = r.proc("service", argv, cgroup)
+    base = f"http://127.0.0.1:{port}"
+    largv = [
+        *(["taskset", "-c", load_pin] if load_pin else []), PY, str(SERVICE), "load",
+        "--url", base, "--rate", str(SVC_LOAD["rate"]), "--ms", str(SVC_LOAD["ms"]),
+        "--threads", str(SVC_LOAD["threads"]), "--timeout", str(SVC_LOAD["timeout_s"]),
+        "--duration", "0", "--log", str(r.work / "load.log"), "--comm", "hs-load",
+    ]  # fmt: skip
+    load = r.proc("load", largv, load_cgroup)
+    r.cont(svc)
+    limit = now() + 20
+    while "ready" not in (r.work / "service.out").read_text():
+        if now() > limit or svc.p.poll() is not None:
+            raise RuntimeError(f"the service did not start: {(r.work / 'service.out').read_text()}")
+        time.sleep(0.05)
+    r.cont(load)
+    r.truth_extra["service"] = {
+        "what": "samples/real/service.py: GET /infer?ms=N burns N ms of the handler thread's CPU "
+        "time (--burn cpu), histogram demo_request_latency_seconds scraped with --app-metrics; "
+        "latency = from the handler's start to its answer (fsync of the request log included "
+        "where --fsync-log is given)",
+        "pid": svc.pid,
+        "command": " ".join(argv),
+        "cgroup": svc.cgroups,
+        "cpu_affinity": pin or "all",
+        "cpu_shares": SVC_SHARES,
+        "url": f"{base}/metrics",
+        "buckets_s": SVC_BUCKETS,
+        "fsync_log": str(fsync_log) if fsync_log else None,
+        "load": {
+            **SVC_LOAD,
+            "pid": load.pid,
+            "command": " ".join(largv),
+            "cgroup": load.cgroups,
+            "cpu_affinity": load_pin or "all",
+            "cpu_shares": SVC_SHARES,
+            "mode": "open loop: request k due at start + k / rate, sent by the first free worker",
+            "started": round(load.started or 0, 3),
+        },
+    }
+    r.finish_hooks.append(lambda t: _latency_truth(t, record))
+    time.sleep(5)  # the service warms up before the capture
+    return svc, load, f"{base}/metrics"
+
+
+def _lat_summary(lat: list[float]) -> dict[str, Any]:
+    """n, p50, p99, max of latencies in seconds, as ms (nearest rank)."""
+    if not lat:
+        return {"n": 0}
+    xs = sorted(lat)
+
+    def q(p: float) -> float:
+        return round(
+            1000 * xs[max(0, min(len(xs) - 1, -(-int(p * 1000) * len(xs) // 1000) - 1))], 2
+        )
+
+    return {"n": len(xs), "p50_ms": q(0.5), "p99_ms": q(0.99), "max_ms": round(1000 * xs[-1], 2)}
+
+
+def _latency_truth(truth: dict[str, Any], record: Path) -> None:
+    """The service's own record (``<completion epoch> <latency s>`` per request): p50/p99
+    over the capture, per incident, in the quiet windows, outside every incident; and per
+    second (the second the request completed in, as the histogram observes it)."""
+    rows = []
+    for line in record.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            rows.append((float(parts[0]), float(parts[1])))
+    mw = truth["made_with"]
+    cs, ce = mw["capture_start_epoch"], mw["capture_end_epoch"]
+    cap = [(t, v) for t, v in rows if cs <= t <= ce]
+    incs = truth["incidents"]
+
+    def inside(t: float, spans: list[dict[str, Any]]) -> bool:
+        return any(float(s["start"]) <= t <= float(s["end"]) for s in spans)
+
+    lat = truth["service"].setdefault("latency", {})
+    lat["source"] = "the service's --record file (every request), not the histogram"
+    lat["capture"] = _lat_summary([v for _, v in cap])
+    lat["quiet_windows"] = _lat_summary([v for t, v in cap if inside(t, truth["quiet_windows"])])
+    lat["outside_incidents"] = _lat_summary([v for t, v in cap if not inside(t, incs)])
+    for inc in incs:
+        inc["service_latency"] = _lat_summary(
+            [v for t, v in cap if float(inc["start"]) <= t <= float(inc["end"])]
+        )
+    per: dict[int, list[float]] = {}
+    for t, v in cap:
+        per.setdefault(int(t), []).append(v)
+    lat["per_second_columns"] = ["epoch_s", "n", "p50_ms", "p99_ms", "max_ms"]
+    lat["per_second"] = [
+        [s, (m := _lat_summary(v))["n"], m["p50_ms"], m["p99_ms"], m["max_ms"]]
+        for s, v in sorted(per.items())
+    ]
+
+
+SVC_QUOTA_US, SVC_QUOTA_S = 20000, 35
+
+
+@scenario(
+    "svc-quota",
+    "the test service (25 req/s of 10 ms CPU) in a v1 cpu cgroup: cfs_quota_us 20 % of a CPU for 35 s, 3 times",
+)
+def sc_svc_quota(r: Run) -> None:
+    cg = r.cgroup("svc", ("cpu", "cpuacct"))
+    svc, _load, url = _service(r, cg, r.cgroup("svc-load", ("cpu", "cpuacct")))
+    quota = cg["cpu"] / "cpu.cfs_quota_us"
+    r.start_capture(300, extra=["--app-metrics", url])
+    for k, off in enumerate((60, 150, 235)):
+        r.at(off)
+        a = now()
+        quota.write_text(str(SVC_QUOTA_US))
+        r.at(off + SVC_QUOTA_S)
+        quota.write_text("-1")
+        z = now()
+        r.incident(
+            f"svc-quota-{k + 1}",
+            "cpu_throttle",
+            a,
+            z,
+            [],
+            {
+                "quota_us": SVC_QUOTA_US,
+                "period_us": 100000,
+                "seconds": SVC_QUOTA_S,
+                "demand": "25 req/s x 10 ms CPU + HTTP overhead: ~25-30 % of a CPU",
+            },
+            {
+                "text": "the service's demand (~27 % of a CPU) over a 20 % quota: most periods "
+                "throttled, requests queue in the service (8 in flight at most), P99 from ~15 ms "
+                "to hundreds of ms; back to the quiet level within seconds of the quota's removal",
+                "symptom": "P99 of demo_request_latency_seconds up",
+            },
+            cgroup=[str(cg["cpu"])],
+            phases={"quota_set": a, "quota_removed": z},
+            extra={"pids": [svc.pid], "symptom_group": "cpu_quota"},
+        )
+
+
+@scenario(
+    "svc-contention",
+    "the test service pinned to CPU 1; stress-ng --cpu 4 pinned to CPU 1 for 30 s, 3 times",
+)
+def sc_svc_contention(r: Run) -> None:
+    cg = r.cgroup("svc", ("cpu", "cpuacct"))
+    svc, _load, url = _service(r, cg, r.cgroup("svc-load", ("cpu", "cpuacct")), "1", "0")
+    nb = r.cgroup("neighbour", ("cpu", "cpuacct"))
+    _shares(nb, 4 * SVC_SHARES)  # 4 workers, each weighing as much as the service
+    ns = [
+        r.proc(f"neighbour{k + 1}", ["taskset", "-c", "1", "stress-ng", "--cpu", "4", "--timeout", "30s"], nb)
+        for k in range(3)
+    ]  # fmt: skip
+    r.start_capture(300, extra=["--app-metrics", url])
+    for k, off in enumerate((60, 150, 235)):
+        r.at(off)
+        a = r.cont(ns[k])
+        z = r.wait(ns[k], 45)
+        r.incident(
+            f"svc-contention-{k + 1}",
+            "cpu_contention",
+            a,
+            z,
+            [ns[k]],
+            {
+                "tool": "taskset -c 1 stress-ng --cpu 4 --timeout 30s",
+                "cpu": 1,
+                "service_cpu": 1,
+                "load_generator_cpu": 0,
+                "cpu_shares": 4 * SVC_SHARES,
+                "service_cpu_shares": SVC_SHARES,
+            },
+            {
+                "text": "4 busy workers on the service's CPU: the service gets ~1/5 of CPU 1, "
+                "less than its ~27 % demand: run queue +4, CPU PSI up, requests queue, P99 up "
+                "to hundreds of ms",
+                "symptom": "P99 of demo_request_latency_seconds up",
+            },
+            extra={"service_pid": svc.pid, "symptom_group": "cpu_contention"},
+        )
+
+
+@scenario(
+    "svc-writeburst",
+    "the test service (pinned to CPU 1) fsyncs a request log on vda; 25 s write bursts (1 GB rounds + fsync, writer on CPU 0), 3 times",
+)
+def sc_svc_writeburst(r: Run) -> None:
+    cg = r.cgroup("svc", ("cpu", "cpuacct"))
+    svc, _load, url = _service(
+        r, cg, r.cgroup("svc-load", ("cpu", "cpuacct")), "1", "0", fsync_log=r.work / "requests.log"
+    )
+    wcg = r.cgroup("writer", ("cpu", "cpuacct", "memory"))
+    ws = [
+        r.helper(f"burst{k + 1}", "wburst", "--path", str(r.work / f"burst{k + 1}.dat"),
+                 "--mb", "1024", "--chunk-mb", "16", "--seconds", "25",
+                 cgroup=wcg, prefix=["taskset", "-c", "0"])
+        for k in range(3)
+    ]  # fmt: skip
+    r.start_capture(300, extra=["--app-metrics", url])
+    for k, off in enumerate((60, 150, 235)):
+        r.at(off)
+        a = r.cont(ws[k])
+        z = r.wait(ws[k], 60)
+        r.incident(
+            f"svc-writeburst-{k + 1}",
+            "io_saturation",
+            a,
+            z,
+            [ws[k]],
+            {
+                "mb_per_round": 1024,
+                "chunk_mb": 16,
+                "fsync": "after every round",
+                "seconds": 25,
+                "writer_cpu": 0,
+                "service_cpu": 1,
+                "path": "/var/tmp/hs-real/work-svc-writeburst/ (vda, ext4)",
+            },
+            {
+                "text": "GBs of buffered writes + fsync for 25 s: the disk's queue full of the "
+                "writer's writeback (w_await tens of ms, aqu-sz up, Dirty/Writeback up); every "
+                "request's fsync of its log line waits behind it: P99 up",
+                "symptom": "P99 of demo_request_latency_seconds up",
+            },
+            why_kind="write bursts without GPU data: io_saturation (or checkpoint_stall when "
+            "the bursts look periodic: 3 bursts 85-90 s apart); buffered bursts rarely reach "
+            "%util 90 on this disk (README)",
+            extra={
+                "also_kinds": ["checkpoint_stall"],
+                "service_pid": svc.pid,
+                "symptom_group": "io",
+            },
+        )
+
+
+def _svc_noisy(r: Run, pin: str) -> None:
+    """The pair: a continuous neighbour (2 busy workers pinned to CPU 1) all along; the
+    service pinned to CPU ``pin`` (1: shares the neighbour's CPU; 0: away from it). Every
+    cgroup has the same name in both (memory ones too, not the per-scenario default), so
+    that ``hindsight diff`` of the pair compares like with like."""
+    ctl = ("cpu", "cpuacct", "memory")
+    cg = r.cgroup("svc", ctl)
+    nbcg = r.cgroup("neighbour", ctl)
+    _shares(nbcg, 2 * SVC_SHARES)  # 2 workers, each weighing as much as the service
+    nb = r.proc(
+        "neighbour", ["taskset", "-c", "1", "stress-ng", "--cpu", "2", "--timeout", "400s"], nbcg
+    )
+    a = r.cont(nb)
+    svc, _load, url = _service(r, cg, r.cgroup("svc-load", ctl), pin)
+    r.start_capture(180, extra=["--app-metrics", url])
+    r.at(181)
+    z = r.stop(nb)
+    shared = pin == "1"
+    r.incident(
+        "noisy-neighbour",
+        "cpu_contention",
+        a,
+        z,
+        [nb],
+        {
+            "tool": "taskset -c 1 stress-ng --cpu 2",
+            "neighbour_cpu": 1,
+            "service_cpu": int(pin),
+            "cpu_shares": 2 * SVC_SHARES,
+            "service_cpu_shares": SVC_SHARES,
+            "all_along": "started before the capture, stopped after its last sample",
+        },
+        {
+            "text": (
+                "the service shares CPU 1 with 2 busy workers: it gets ~1/3 of the CPU for a "
+                "~27 % demand, so every request waits in the run queue: P99 high all along (no "
+                "symptom window expected: the whole capture is the baseline)"
+            )
+            if shared
+            else (
+                "the same neighbour on CPU 1; the service is pinned to CPU 0, away from it: its "
+                "P99 stays at the quiet level (host-wide run queue still +2)"
+            ),
+            "symptom": "P99 high all along" if shared else "P99 quiet all along",
+        },
+        extra={
+            "service_pid": svc.pid,
+            "symptom_group": "cpu_contention" if shared else None,
+            "all_capture": True,
+        },
+    )
+    r.truth_extra["pair"] = {
+        "before": "svc-noisy-before",
+        "after": "svc-noisy-after",
+        "change": "the service (comm hs-svc) pinned from CPU 1 (the neighbour's) to CPU 0 with "
+        "taskset -c: the pids snapshot's taskset line (sched.hs-svc.cpu_affinity) differs",
+    }
+
+
+@scenario(
+    "svc-noisy-before",
+    "pair, before: the test service and a continuous noisy neighbour (stress-ng --cpu 2) share CPU 1 (180 s)",
+)
+def sc_svc_noisy_before(r: Run) -> None:
+    _svc_noisy(r, "1")
+
+
+@scenario(
+    "svc-noisy-after",
+    "pair, after: the same neighbour on CPU 1, the test service pinned to CPU 0 (180 s)",
+)
+def sc_svc_noisy_after(r: Run) -> None:
+    _svc_noisy(r, "0")
 
 
 @scenario("quiet-1", "no incident: only what the machine does anyway (other agents' work)")

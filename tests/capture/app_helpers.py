@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SERVICE = Path(__file__).with_name("app_service.py")
+SERVICE = Path(__file__).resolve().parents[2] / "samples" / "real" / "service.py"
 
 
 def free_port() -> int:
@@ -35,7 +35,7 @@ class Service:
 
 
 def start_service(*args: str, port: int = 0) -> Service:
-    """Start tests/capture/app_service.py; returns once it listens."""
+    """Start samples/real/service.py; returns once it listens."""
     proc = subprocess.Popen(
         [sys.executable, str(SERVICE), "--port", str(port), *args],
         stdout=subprocess.PIPE,

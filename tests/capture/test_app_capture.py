@@ -1,6 +1,6 @@
 """--app-metrics and --app-log with the real capture script and the real pipeline.
 
-A small inference-like service (app_service.py: a CPU-bound handler, its latency
+A small inference-like service (samples/real/service.py: a CPU-bound handler, its latency
 histogram exported with prometheus_client) runs under a load generator while the script
 captures for 15 s and a training-like loop writes step lines to a log; the bundle then
 goes through ``analyze`` and the tables must hold the service's latency quantiles (checked
