@@ -103,15 +103,14 @@ def _view(
     anchors: dict[Any, str],
 ) -> dict[str, Any]:
     unit = s["unit"] or ""
-    causes = _ranked(expl, "cause", len(windows))
+    dur = {w["window_id"]: float(w["dur_s"] or 0) for w in windows}
+    causes = _ranked(expl, "cause", dur)
     for i, c in enumerate(causes, 1):
         c["n"] = i
         c["anchor"] = f"symptom-{s['symptom_id']}-cause-{i}"
         c["card"] = anchors.get(c["finding_id"]) if c["candidate_type"] == "finding" else None
     caused = {c["candidate"] for c in causes}
-    concurrent = [
-        c for c in _ranked(expl, "concurrent", len(windows)) if c["candidate"] not in caused
-    ]
+    concurrent = [c for c in _ranked(expl, "concurrent", dur) if c["candidate"] not in caused]
     by_cand = {c["candidate"]: c for c in causes}
     shown_windows = []
     for w in windows:
@@ -157,23 +156,27 @@ def _view(
     }
 
 
-def _ranked(expl: list[dict[str, Any]], role: str, n_windows: int) -> list[dict[str, Any]]:
+def _ranked(expl: list[dict[str, Any]], role: str, dur: dict[Any, float]) -> list[dict[str, Any]]:
     """One entry per candidate with ``role`` in some window: windows ranked first, windows
-    with that role, best score (then name)."""
+    with that role, best score (then name). Its sentence is that of its most telling
+    window: one it ranks first in, the longest, then the best score."""
     out: dict[str, dict[str, Any]] = {}
+    best: dict[str, tuple] = {}
     for r in expl:
         if r["role"] != role:
             continue
-        c = out.setdefault(
-            r["candidate"], {**r, "windows": 0, "first": 0, "lags": set(), "n_windows": n_windows}
-        )
+        cand = r["candidate"]
+        c = out.setdefault(cand, {"windows": 0, "first": 0, "lags": set(), "n_windows": len(dur)})
         c["windows"] += 1
         c["first"] += r["rank"] == 1
         c["lags"].add(r["lag_s"])
-        if (r["score"] or 0) > (c["score"] or 0):  # keep the best window's row
+        c["best_score"] = max(c.get("best_score", 0.0), r["score"] or 0.0)
+        key = (r["rank"] == 1, dur.get(r["window_id"], 0.0), r["score"] or 0.0)
+        if cand not in best or key > best[cand]:
+            best[cand] = key
             c.update({k: v for k, v in r.items()})
     ranked = sorted(
-        out.values(), key=lambda c: (-c["first"], -c["windows"], -(c["score"] or 0), c["candidate"])
+        out.values(), key=lambda c: (-c["first"], -c["windows"], -c["best_score"], c["candidate"])
     )
     for c in ranked:
         lags = sorted(x for x in c.pop("lags") if x is not None)

@@ -114,3 +114,22 @@ def test_the_section_renders_in_a_real_browser(analysed: Analysed, chromium) -> 
         box = page.locator("#symptom").bounding_box()
         assert box is not None and box["height"] > 600
         assert page.locator("#symptom table.symptom-windows tbody tr").count() == 3
+
+
+def test_a_real_service_capture_shows_its_injected_cause_first_in_the_browser(
+    tmp_path: Path, chromium
+) -> None:
+    """samples/real/svc-quota: the test service's own histogram, quota throttling injected
+    three times; the section names throttling as the first cause, in the real browser."""
+    bundle = THROTTLE_BUNDLE.with_name("svc-quota.tgz")
+    done = Analysed(tmp_path / "r.html", tmp_path / "r.md", tmp_path / "s.duckdb")
+    options = Options(report=done.report, db=done.db)
+    run(bundle, options, HOST)
+    with chromium.open(done.report, width=1400, height=900) as (page, load):
+        assert load.rendered and not load.errors, load.errors
+        first = page.locator("#symptom .card.explanation").first
+        assert "Throttled time per second" in first.locator("strong").inner_text()
+        rows = page.locator("#symptom table.symptom-windows tbody tr")
+        long = [r for r in rows.all() if int(r.locator("td").nth(2).inner_text()) >= 30]
+        assert len(long) == 3  # the three injected quota windows
+        assert all("Throttled time" in r.locator("td").nth(6).inner_text() for r in long)
