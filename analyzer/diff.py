@@ -361,6 +361,7 @@ def headline(r: DiffResult) -> str:
         c
         for c in r.config.get("changes", [])
         if not c["key"].startswith(("cpu.max", "cpu.cfs_quota"))
+        and not any(f"`{c['key']}`" in text for text in lead[1:])  # named in the lead
     ]
     if others:
         parts.append(f"{len(others)} other setting{'s' if len(others) > 1 else ''} changed")

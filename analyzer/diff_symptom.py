@@ -102,6 +102,8 @@ CONFIG_OF: dict[str, tuple[tuple[str, str], ...]] = {
     "gpu_error": (("nvidia_query", r""), ("nvidia_list", r""), ("uname", r"")),
 }
 STATUS_ORDER = {"gone": 0, "new": 1, "kept": 2}
+#: mechanism groups whose knobs the headline names when no cause came or went
+TUNING_ORDER = ("cpu_quota", "cpu_contention", "memory", "io", "irq")
 
 Summarise = Callable[[pl.Series], dict[str, Any]]
 
@@ -484,6 +486,16 @@ def headline_parts(sym: dict[str, Any], changes: list[dict[str, Any]]) -> list[s
         if len(keys) > 1:
             text += f" (+{len(keys) - 1} related)"
         parts.append(text)
+    elif m["verdict"] in ("better", "worse"):
+        # no cause came or went (no window on either side: the load was steady): the
+        # tuning knobs that changed are the candidates, named as such, not as the cause
+        knobs = [c for g in TUNING_ORDER for c in related_config(g, changes)]
+        knobs = list({c["key"]: c for c in knobs}.values())
+        if knobs:
+            text = "tuning changed: " + config_text(knobs[0])
+            if len(knobs) > 1:
+                text += f" (+{len(knobs) - 1})"
+            parts.append(text)
     for status in ("gone", "new"):
         groups: list[str] = []
         for e in m["explanations"]:

@@ -117,3 +117,11 @@ def test_diff_of_the_pair_shows_the_services_affinity_change(tmp_path: Path) -> 
     aff = changes.get("sched.hs-svc.affinity_list")
     assert aff is not None, sorted(changes)
     assert (aff["before"], aff["after"]) == ("1", "0")
+    # the P99 change, from the service's own histogram, in the direction of its record
+    lead = d["symptoms"]["matched"][d["symptoms"]["lead"]]
+    assert lead["stat"] == "p99" and lead["verdict"] == "better", lead["verdict"]
+    before, after = lead["before"]["p99"], lead["after"]["p99"]
+    truth = _p99(BY_NAME["svc-noisy-before"][1]) / _p99(BY_NAME["svc-noisy-after"][1])
+    assert before / after > 1.5 and truth > 1.5, (before, after, truth)
+    assert "P99 of demo_request_latency_seconds" in d["headline"]
+    assert "`sched.hs-svc.affinity_list` 1 → 0" in d["headline"], d["headline"]
