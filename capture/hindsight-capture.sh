@@ -38,9 +38,10 @@ and OUT_DIR/hindsight-<host>-<UTC>.tgz. Then: analyze hindsight-<host>-<UTC>.tgz
   --cgroup PATH      a cgroup to follow, e.g. /sys/fs/cgroup/train.slice or
                      train.slice (repeatable); --pid adds the cgroups of each PID
   --no-bpf           do not run bpftrace
-  --no-stacks        no sampled on-CPU stacks (bpftrace profile, ~3-7 % of one core)
+  --no-stacks        no sampled on-CPU stacks (bpftrace profile, ~3-7 % of one core;
+                     without bpftrace perf record, ~16 % of one core on 2 CPUs)
   --no-gpu           do not run nvidia-smi
-  --safe-mode        skip what can hang on a sick host (nvidia-smi, bpftrace)
+  --safe-mode        skip what can hang on a sick host (nvidia-smi, bpftrace, perf)
   --max-mb N         stop collecting when the bundle directory reaches N MiB (default 500)
   --min-free-mb N    stop when the output filesystem has less than N MiB free (default 100)
   --history-hours N  also convert sysstat's own daily files (sa*) of the last N hours
@@ -465,6 +466,101 @@ while [ "$n" -lt "$max" ] && [ ! -e "$stop" ] && kill -0 "$main" 2>/dev/null; do
     printf "%s\n" /proc/[0-9]*/cgroup | awk -v t="${t%%.*}" -v seen="$seen" "$prog"
     sleep "$iv" || break
 done'
+
+# perf_stacks (the sampled stacks without bpftrace): folds the output of 'perf script -F
+# comm,pid,ip,sym,dso' (a "comm pid" line, then one frame a line, leaf first, kernel frames
+# first) into "comm-pid;root;...;leaf COUNT" lines (flamegraph.pl's folded form) the way
+# analyzer/parsers/stacks.py folds bpftrace's keys: symbols without offsets, "[module]" or
+# "[unknown]" when unknown, ";" -> ":", kernel frames marked "_[k]", at most KMAX kernel
+# and UMAX user frames (the innermost); idle (pid 0) is not counted. Each line is
+# prefixed with its count and a tab for sort (the @samples line first); cut drops it.
+PERF_FOLD_AWK='
+function flush(    s, i) {
+    if (pid != "" && pid + 0 != 0) {
+        s = comm "-" pid
+        for (i = nu; i >= 1; i--) s = s ";" U[i]
+        for (i = nk; i >= 1; i--) s = s ";" K[i]
+        C[s]++
+        n++
+    }
+    pid = ""; nu = 0; nk = 0
+}
+/^[^ \t]/ {
+    flush()
+    h = $0; sub(/[ \t]+$/, "", h)
+    p = h; sub(/.*[ \t]/, "", p)
+    if (p !~ /^[0-9]+$/) next
+    pid = p; comm = h; sub(/[ \t]*[0-9]+$/, "", comm); gsub(/;/, ":", comm)
+    next
+}
+pid != "" && /^[ \t]+[0-9a-f]+ / {
+    l = $0; sub(/^[ \t]+/, "", l)
+    ip = l; sub(/ .*/, "", ip); l = substr(l, length(ip) + 2)
+    dso = ""
+    if (l ~ /\)$/) {
+        j = 0
+        for (i = length(l) - 1; i > 1; i--) if (substr(l, i, 2) == " (") { j = i; break }
+        if (j) { dso = substr(l, j + 2, length(l) - j - 2); l = substr(l, 1, j - 1) }
+    }
+    kern = (dso ~ /kernel\.kallsyms/ || (length(ip) == 16 && ip ~ /^ffff/))
+    sub(/\+0x[0-9a-f]+$/, "", l)
+    if (l == "" || l == "[unknown]" || l ~ /^0x[0-9a-f]+$/) {
+        b = dso; sub(/.*\//, "", b)
+        if (kern || b == "" || b == "[unknown]") l = "[unknown]"
+        else if (b ~ /^\[.*\]$/) l = b
+        else l = "[" b "]"
+    }
+    gsub(/;/, ":", l)
+    if (kern) { if (nk < kmax) K[++nk] = l "_[k]" }
+    else if (nu < umax) U[++nu] = l
+    next
+}
+{ flush() }
+END {
+    flush()
+    printf "%s\t@samples: %d\n", "999999999999", n
+    for (s in C) printf "%d\t%s %d\n", C[s], s, C[s]
+}
+'
+# one 'perf record' of all CPUs (cpu-clock at 49 Hz, call graphs by frame pointer, no
+# build-id cache under ~/.debug) that closes its file every SLICE s (DATA.<UTC time of
+# the switch>, at most 2 kept); each closed file is printed as a time line (from its
+# name), '@samples: N' and the TOP most frequent folded stacks, then removed. The first
+# time line (before perf starts) starts the first slice. At SIGTERM the slice being
+# recorded is lost (like bpftrace's last one); one being folded is finished first (the
+# fold ignores SIGTERM; timeout -k kills it 3 s later); DATA and its files are removed.
+PERF_STACKS_SH='main=$1 stop=$2 data=$3 slice=$4 top=$5 prog=$6
+tab=$(printf "\t")
+rec=
+trap '\''[ -z "$rec" ] || { kill -TERM "$rec"; wait "$rec"; } 2>/dev/null; rm -f "$data" "$data".[0-9]*; exit 0'\'' TERM INT HUP
+printf "hindsight stacks (perf): on-CPU stacks at 49 Hz per CPU, top %s every %s s\n" "$top" "$slice"
+date -u +%Y-%m-%dT%H:%M:%SZ
+TZ=UTC0 perf record -e cpu-clock -F 49 -g -a -q -N -B --switch-output="${slice}s" --switch-max-files=2 \
+    -o "$data" </dev/null &
+rec=$!
+while kill -0 "$rec" 2>/dev/null && [ ! -e "$stop" ] && kill -0 "$main" 2>/dev/null; do
+    sleep 1
+    for f in "$data".[0-9]*; do
+        [ -f "$f" ] || continue
+        echo "${f##*.}" | sed "s/^\(....\)\(..\)\(..\)\(..\)\(..\)\(..\).*/\1-\2-\3T\4:\5:\6Z/"
+        (
+            trap "" TERM INT HUP
+            perf script -i "$f" -F comm,pid,ip,sym,dso | awk -v kmax=16 -v umax=24 "$prog" |
+                sort -t "$tab" -k1,1nr -k2,2 | head -n "$((top + 1))" | cut -f 2-
+        )
+        rm -f "$f"
+    done
+done
+if kill -0 "$rec" 2>/dev/null; then
+    { kill -TERM "$rec"; wait "$rec"; } 2>/dev/null
+    rc=0
+else
+    wait "$rec"
+    rc=$?
+    [ "$rc" = 0 ] || echo "hindsight perf_stacks: perf record ended early, exit code $rc" >&2
+fi
+rm -f "$data" "$data".[0-9]*
+exit "$rc"'
 
 # --app-metrics: one scraper per endpoint. Every interval one page (curl or wget, at
 # most LIM s, at most CAP bytes) between two marker lines on stdout (block writer
@@ -1640,6 +1736,25 @@ start_series() {
         _cmd_override="bpftrace -B line -e <capture/bpftrace/stacks.bt>"
         series bpf_stacks stacks empty_ok bpftrace -B line -e "$STACKS_BT"
     fi
+    # the same stacks with perf where bpftrace is missing (about twice its cost: --no-bpf,
+    # the light capture, turns it off too); docs/capture.md
+    _pcmd="perf record -e cpu-clock -F 49 -g -a --switch-output=10s; perf script -F comm,pid,ip,sym,dso | fold, top 200 (each 10 s file)"
+    if [ "$SAFE_MODE" = true ] || [ "$NO_STACKS" = true ] || [ "$NO_BPF" = true ]; then
+        _why=--safe-mode
+        [ "$SAFE_MODE" = true ] || _why=--no-stacks
+        [ "$SAFE_MODE" = true ] || [ "$NO_STACKS" = true ] || _why=--no-bpf
+        reg_off perf_stacks series stacks skipped "$_why" "$_pcmd"
+    elif have_cmd bpftrace && [ "$IS_ROOT" = true ]; then
+        reg_off perf_stacks series stacks skipped "bpftrace samples the stacks (bpf_stacks)" "$_pcmd"
+    elif ! have_cmd perf; then
+        reg_off perf_stacks series stacks missing "command not found: perf (linux-perf, linux-tools)" "$_pcmd"
+    elif [ "$IS_ROOT" != true ]; then
+        reg_off perf_stacks series stacks skipped "needs root" "$_pcmd"
+    else
+        _cmd_override=$_pcmd
+        series perf_stacks stacks empty_ok sh -c "$PERF_STACKS_SH" hindsight-perf-stacks "$$" .state/stop \
+            .state/perf_stacks.data 10 200 "$PERF_FOLD_AWK"
+    fi
 }
 
 # GPU: probe (which can hang on a sick GPU), then dmon with the widest metric set
@@ -2472,7 +2587,7 @@ ring_mode_of() {
     case $1 in
     vmstat) RING_MODE=vm ;;
     mpstat | mpstat_irq | sar | pidstat) RING_MODE=blank ;;
-    iostat | bpf_*) RING_MODE=bt ;;
+    iostat | bpf_* | perf_stacks) RING_MODE=bt ;;
     nvidia_dmon) RING_MODE=dmon ;;
     *) RING_MODE=any ;;
     esac
@@ -2810,7 +2925,7 @@ main() {
     RING_MIN='' TRIGGERS='' COOLDOWN='' MAX_DUMPS=20 DUMP_CLIENT='' USR1_PENDING='' FIRED_SEEN=0 DUMPS=0 TRIGGER_DUMPS=0
     SUPPRESSED=0 LAST_TRIGGER_DUMP='' KEEP_DIR=1 DUMPING=0 BOOT_EPOCH=0 START_EPOCH=0 HOST_TAG=unknown
     RING_LIFETIME=${HINDSIGHT_RING_LIFETIME:-604800}
-    RING_ALL="vmstat iostat mpstat mpstat_irq sar pidstat psi cgroup meminfo proc_vmstat infiniband dmesg nvidia_dmon bpf_runqlat bpf_biolat bpf_stacks"
+    RING_ALL="vmstat iostat mpstat mpstat_irq sar pidstat psi cgroup meminfo proc_vmstat infiniband dmesg nvidia_dmon bpf_runqlat bpf_biolat bpf_stacks perf_stacks"
     is_uint "$RING_LIFETIME" || RING_LIFETIME=604800
     INTERRUPTED=0 STOPPED=0 PIDS_AUTO=false STOP_REASON='' FINISHING='' FINISHED='' GPU_OK='' GPU_HUNG='' DMESG_ISO='' _restrict=0
     parse_args "$@"

@@ -51,11 +51,14 @@ def no_stacks_reason(store: Store) -> str:
         rows = store.con.sql(
             f"SELECT {name}, {status}, {reason} FROM collectors WHERE tool = 'stacks' ORDER BY 1"
         ).fetchall()
-        if rows:
+        if len(rows) == 1:
             n, st, why = rows[0]
             return f"No sampled stacks: the stack collector ({n}) was {st}" + (
                 f": {why}." if why else "."
             )
+        if rows:  # bpf_stacks and its perf fallback perf_stacks
+            each = "; ".join(f"{n} was {st}" + (f": {why}" if why else "") for n, st, why in rows)
+            return f"No sampled stacks: the stack collectors: {each}."
     return (
         "No sampled stacks: the bundle has no stack collector (a capture before issue #19, "
         "or not captured with hindsight-capture.sh)."

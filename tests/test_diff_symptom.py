@@ -17,7 +17,6 @@ import doctest
 import json
 import math
 import re
-import shutil
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -330,23 +329,11 @@ def test_module_doctests() -> None:
 
 
 @pytest.mark.slow
-def test_html_page_draws_the_symptom_chart_in_a_browser(case) -> None:  # type: ignore[no-untyped-def]
-    sync_api = pytest.importorskip("playwright.sync_api")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("no system chromium")
+def test_html_page_draws_the_symptom_chart_in_a_browser(case, chromium) -> None:  # type: ignore[no-untyped-def]
     page = case["root"] / "out" / "diff.html"
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        tab = browser.new_page(viewport={"width": 1400, "height": 900})
-        errors: list[str] = []
-        tab.on("pageerror", lambda e: errors.append(str(e)))
-        tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        tab.goto(page.as_uri())
-        tab.wait_for_function("document.querySelector('#symptom .js-plotly-plot') !== null")
+    with chromium.open(page, width=1400, height=900) as (tab, load):
+        assert load.rendered and load.errors == [], load.errors
         lines = tab.evaluate(
             "document.querySelectorAll('#symptom .js-plotly-plot .scatterlayer .trace').length"
         )
-        browser.close()
-    assert errors == []
     assert lines >= 4  # two symptoms, before and after each

@@ -68,6 +68,12 @@ def sniff(head: str, name: str) -> float:
     return 0.0
 
 
+def _pid(text: str) -> int | None:
+    """A PID as printed; None when it does not fit the table's Int64 (a damaged file)."""
+    n = int(text)
+    return n if n < 2**63 else None
+
+
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one file of py-spy dumps (see the module docstring)."""
     cov = base.Coverage()
@@ -126,10 +132,10 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
         if not line.strip():
             cov.add_structure("blank", 1)
         elif m := HEADER.match(line):
-            pid, process, python = int(m.group(1)), None, None
+            pid, process, python = _pid(m.group(1)), None, None
             cov.add_structure("header", 1)
         elif m := PROCESS.match(line):
-            pid, process, python = int(m.group(1)), m.group(2), None
+            pid, process, python = _pid(m.group(1)), m.group(2), None
             cov.add_structure("process line", 1)
         elif m := PYTHON.match(line):
             python = m.group(1)

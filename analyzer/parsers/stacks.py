@@ -1,6 +1,10 @@
-"""Sampled on-CPU stacks (bpftrace ``profile``) -> ``stack_samples`` and ``stack_slices``.
+"""Sampled on-CPU stacks (bpftrace ``profile``, or ``perf record``) -> ``stack_samples`` and
+``stack_slices``.
 
-The input is what ``capture/bpftrace/stacks.bt`` prints (bpftrace 0.17 text output,
+Two input shapes of the same "stacks" tool: bpftrace's keys (``bpf_stacks``) and the
+folded lines of the capture's perf fallback (``perf_stacks``, below).
+
+The bpftrace input is what ``capture/bpftrace/stacks.bt`` prints (bpftrace 0.17 text output,
 ``ustack(perf, N)``/``kstack(perf, N)`` keys): a banner, a UTC time line when the program
 starts, then every 10 s a time line, ``@samples: N`` (every sample of the slice) and the
 most frequent keys of ``@stacks[comm, pid, ustack, kstack]``, each printed on several
@@ -23,6 +27,20 @@ lines, leaf frame first::
 (``@[comm, pid, ustack, kstack]`` too), as do the default (non-``perf``) stack formats
 (``\\tfunc+off`` lines) and keys without a kernel or user stack.
 
+The perf input (``perf_stacks``: ``perf record -g`` of every CPU at 49 Hz for 10 s, then
+``perf script`` folded by the capture's awk, hosts without bpftrace) is the same framing
+with one line per stack, already folded root → leaf by the capture the way this module
+folds bpftrace's keys (flamegraph.pl's folded form, ``comm-pid;frames count``; the
+capture turns a ``;`` in the comm into ``:``), and two time lines per slice, at its start
+and its end (so ``interval_s`` is the recorded time)::
+
+    hindsight stacks (perf): on-CPU stacks at 49 Hz per CPU, top 200 every 10 s
+    2026-12-02T04:38:18Z
+    2026-12-02T04:38:30Z
+    @samples: 972
+    hot_c-7408;__libc_start_call_main;hot_c_inner 325
+    kworker/0:1-32283;ret_from_fork_asm_[k];ret_from_fork_[k];kthread_[k] 2
+
 Folding: a row is one (slice, pid, comm, folded stack). The stack is folded root → leaf
 with ``;``: the user frames (reversed), then the kernel frames (reversed), each kernel
 frame marked ``_[k]`` (the flame-graph convention). A frame is its symbol without the
@@ -36,9 +54,10 @@ first slice; ``ts`` is a slice's end and ``interval_s`` the time since the previ
 line. A second print without a time line (bpftrace's exit dump of the cleared maps,
 ``@samples: 0``) is structure; one with samples has ``ts`` NULL (noted).
 
-Coverage: the lines of a key count as parsed when its ``]: N`` line closes it; a key cut
-off by the end of the file, and a stray frame line outside a key, are skipped with a
-reason; banners, time lines, blank lines and the exit dump are structure.
+Coverage: the lines of a key count as parsed when its ``]: N`` line closes it (a folded
+line is one key); a key cut off by the end of the file, and a stray frame line outside a
+key, are skipped with a reason; banners, time lines, blank lines and the exit dump are
+structure.
 """
 
 from __future__ import annotations
@@ -90,16 +109,23 @@ KEY_EMPTY = re.compile(r"^@(\w*)\[(.*), (\d+), , \]: (\d+)$")  # no stack at all
 FRAME = re.compile(r"^\s+(?:([0-9a-f]+) )?(\S.*?)\s*$")
 END = re.compile(r"^(,\s?)?\]: (\d+)$")
 SEP = re.compile(r"^,\s?$")
+# perf form: "comm-pid;root;...;leaf count" (comm shortest first: it may hold "-N" too)
+FOLDED = re.compile(r"^(.*?)-(\d+)((?:;.*)?) (\d+)$")
 _PERF = re.compile(r"^(?:0x[0-9a-f]+|(.+?)(?:\+\d+)?) \((.*)\)$")
 _DEFAULT = re.compile(r"^(.+?)(?:\+\d+)?$")
 
 
 def sniff(head: str, name: str) -> float:
-    """The capture's banner, or bpftrace stack keys (``@x[comm, pid,`` lines with frames)."""
+    """The capture's banner, bpftrace stack keys (``@x[comm, pid,`` lines with frames), or
+    mostly folded ``comm-pid;frames count`` lines."""
     if re.search(r"^hindsight stacks(?: \(perf\))?:", head, re.M):
         return 0.98
     keys = len(re.findall(r"^@\w*\[.*, \d+, ?\n\t[0-9a-f]+ ", head, re.M))
-    return 0.9 if keys >= 2 else 0.0
+    if keys >= 2:
+        return 0.9
+    lines = [ln for ln in head.splitlines()[:200] if ln.strip()]
+    folded = sum(1 for ln in lines if ";" in ln and FOLDED.match(ln))
+    return 0.8 if folded >= 3 and folded >= 0.8 * len(lines) else 0.0
 
 
 def frame_name(text: str, kernel: bool) -> str:
@@ -146,6 +172,7 @@ class _State:
     rows: list[dict] = field(default_factory=list)
     slices: list[dict] = field(default_factory=list)
     untimed: int = 0
+    folded: int = 0  # perf-form lines seen
 
 
 def _interval(st: _State) -> float | None:
@@ -184,16 +211,34 @@ def _close_slice(st: _State) -> None:
     st.agg, st.shown, st.nkeys, st.slice_samples, st.slice_open = {}, 0, 0, None, False
 
 
-def _finish_key(st: _State, count: int, cov: base.Coverage) -> None:
-    assert st.key is not None
-    comm, pid = st.key
-    frames = st.user[::-1] + st.kern[::-1]
+def _add(st: _State, comm: str, pid: int, user: list[str], kern: list[str], count: int) -> None:
+    """Count one stack (frames root → leaf) into the current slice."""
+    frames = user + kern
     stack = ";".join(frames) if frames else "[no stack]"
     k = (comm, pid, stack)
     if k in st.agg:
         st.agg[k][0] += count
     else:
-        st.agg[k] = [count, len(st.user), len(st.kern), frames[-1] if frames else "[no stack]"]
+        st.agg[k] = [count, len(user), len(kern), frames[-1] if frames else "[no stack]"]
+
+
+def _folded(st: _State, m: re.Match[str], cov: base.Coverage) -> None:
+    """One perf-form line: its frames are final names already (kernel ones end ``_[k]``)."""
+    frames = m.group(3)[1:].split(";") if m.group(3) else []
+    kern = [f for f in frames if f.endswith("_[k]")]
+    user = [f for f in frames if not f.endswith("_[k]")]
+    _add(st, m.group(1), int(m.group(2)), user, kern, int(m.group(4)))
+    st.shown += int(m.group(4))
+    st.nkeys += 1
+    st.slice_open = True
+    st.folded += 1
+    cov.parsed += 1
+
+
+def _finish_key(st: _State, count: int, cov: base.Coverage) -> None:
+    assert st.key is not None
+    comm, pid = st.key
+    _add(st, comm, pid, st.user[::-1], st.kern[::-1], count)
     st.shown += count
     st.nkeys += 1
     st.slice_open = True
@@ -262,6 +307,10 @@ def _line(st: _State, line: str, cov: base.Coverage) -> None:
     if FRAME.match(line) and line[:1] in ("\t", " "):
         cov.add_skipped("stack frame outside a map key", 1)
         return
+    m = FOLDED.match(line)
+    if m:
+        _folded(st, m, cov)
+        return
     if line.startswith(("ERROR:", "WARNING:")):
         cov.add_skipped("bpftrace message", 1)
         return
@@ -269,7 +318,7 @@ def _line(st: _State, line: str, cov: base.Coverage) -> None:
 
 
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
-    """Parse one stacks.bt output file (see the module docstring)."""
+    """Parse one stacks file, bpftrace's or perf's (see the module docstring)."""
     cov = base.Coverage()
     st = _State()
     blocks = _blocks.Blocks(path)
@@ -295,4 +344,5 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
         .conform(pl.DataFrame(st.slices, schema=TABLES["stack_slices"].schema))
         .collect(),
     }
-    return base.ParseResult(tables=tables, coverage=cov, meta={"format": "bpftrace"})
+    fmt = "perf folded" if st.folded else "bpftrace"
+    return base.ParseResult(tables=tables, coverage=cov, meta={"format": fmt})

@@ -225,11 +225,12 @@ def timestamps(tool: str, path: Path) -> list[float]:
     return out
 
 
-def restricted_path(tmp: Path, drop: set[str]) -> str:
-    """A PATH with every command of the host except `drop` (symlinks in one folder)."""
+def restricted_path(tmp: Path, drop: set[str], first: tuple[str, ...] = ()) -> str:
+    """A PATH with every command of the host except `drop` (symlinks in one folder);
+    `first`: folders whose commands win (e.g. the venv's bin, for py-spy)."""
     bindir = tmp / "bin"
     bindir.mkdir()
-    for d in ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"):
+    for d in (*first, "/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"):
         if not os.path.isdir(d):
             continue
         for name in os.listdir(d):

@@ -101,3 +101,46 @@ def test_garbage_lines_are_counted_not_lost(tmp_path: Path) -> None:
 )
 def test_frame_names(printed: str, kernel: bool, want: str) -> None:
     assert stacks.frame_name(printed, kernel) == want
+
+
+PERF = (
+    "hindsight stacks (perf): on-CPU stacks at 49 Hz per CPU, top 200 every 10 s\n"
+    "2026-12-02T05:01:22Z\n"
+    "2026-12-02T05:01:32Z\n"
+    "@samples: 20\n"
+    "hot_c-25343;__libc_start_call_main;hot_c_inner 9\n"
+    "hs-svc-2-31741;[unknown];clock_gettime;entry_SYSCALL_64_[k];do_syscall_64_[k] 4\n"
+    "kworker/0:1-events-12;ret_from_fork_[k];kthread_[k] 2\n"
+    "odd name-7 1\n"
+    "hot_c-25343;__libc_start_call_main;hot_c_inner 1\n"
+    "2026-12-02T05:01:43Z\n"
+    "@samples: 0\n"
+)
+
+
+def test_the_perf_fallback_folded_form_lands_in_the_same_tables(tmp_path: Path) -> None:
+    p = tmp_path / "perf_stacks.out"
+    p.write_text(PERF)
+    res = _parse(p)
+    assert res.meta["format"] == "perf folded"
+    rows = {(r["comm"], r["pid"]): r for r in res.tables["stack_samples"].to_dicts()}
+    hot = rows[("hot_c", 25343)]
+    assert (hot["samples"], hot["leaf"], hot["user_frames"], hot["kernel_frames"]) == (
+        10, "hot_c_inner", 2, 0,
+    )  # fmt: skip
+    svc = rows[("hs-svc-2", 31741)]  # a comm with "-N" in it
+    assert (svc["user_frames"], svc["kernel_frames"], svc["leaf"]) == (2, 2, "do_syscall_64_[k]")
+    assert rows[("kworker/0:1-events", 12)]["stack"] == "ret_from_fork_[k];kthread_[k]"
+    assert rows[("odd name", 7)]["stack"] == "[no stack]"
+    sl = res.tables["stack_slices"].to_dicts()
+    assert [(s["samples"], s["samples_shown"], s["stacks_shown"], s["interval_s"]) for s in sl] == [
+        (20, 17, 5, 10.0),
+        (0, 0, 0, 11.0),
+    ]
+    assert res.coverage.parsed == 7 and not res.coverage.skipped
+
+
+def test_folded_lines_without_the_banner_are_sniffed(tmp_path: Path) -> None:
+    body = "".join(ln + "\n" for ln in PERF.splitlines()[4:9])
+    assert stacks.sniff(body, "out.folded") >= MIN_CONFIDENCE
+    assert stacks.sniff("hello-1;x 2\nplain text\nmore text\nand more\n", "x.txt") == 0.0

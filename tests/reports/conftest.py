@@ -1,4 +1,5 @@
-"""Shared fixtures: the real H200 sample analysed once per test session (report, Markdown, db)."""
+"""Shared fixtures: the real H200 sample analysed once per test session (report, Markdown, db);
+the real Chromium (``chromium``) is tests/conftest.py's."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from analyzer.pipeline import Options, run
-from reports.browser import Chromium, chromium_path
 from reports.render import HOST
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,18 +34,3 @@ def analyse(bundle: Path, out: Path) -> Analysed:
 @pytest.fixture(scope="session")
 def sample(tmp_path_factory: pytest.TempPathFactory) -> Analysed:
     return analyse(SAMPLE, tmp_path_factory.mktemp("h200"))
-
-
-def need_browser() -> None:
-    """Skip unless playwright and the system Chromium are installed (CI installs both)."""
-    pytest.importorskip("playwright.sync_api")
-    if chromium_path() is None:
-        pytest.skip("no system chromium (apt-get install chromium)")
-
-
-@pytest.fixture(scope="session")
-def chromium():  # type: ignore[no-untyped-def]
-    """One real headless Chromium for the whole session (skips when it is not installed)."""
-    need_browser()
-    with Chromium() as browser:
-        yield browser

@@ -7,6 +7,10 @@ still succeeds and the report says why there are no stacks.
 The C program is built here with ``cc -O1 -g -fno-omit-frame-pointer`` (bpftrace's
 ``ustack`` walks frame pointers); Debian's Python has none, so under bpftrace its stacks are
 interpreter frames (``_PyEval_EvalFrameDefault``) and only py-spy gives ``hot_python_loop``.
+
+The perf fallback: the same capture with bpftrace hidden from PATH (a folder of symlinks
+to every other command) runs ``perf record`` (``perf_stacks``) into the same tables, and
+the flame graph shows the C hot function.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+
+from tests.capture.capture_helpers import restricted_path
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "capture" / "hindsight-capture.sh"
@@ -52,13 +58,14 @@ def _env() -> dict[str, str]:
     return {"PATH": path, "HINDSIGHT_CMD_TIMEOUT": "30"}
 
 
-def _capture_and_analyse(out: Path, *args: str) -> tuple[Path, Path]:
+def _capture_and_analyse(out: Path, *args: str, path: str | None = None) -> tuple[Path, Path]:
+    env = _env() if path is None else {**_env(), "PATH": path}
     cap = subprocess.run(
         ["sh", str(SCRIPT), "-i", "1", "--no-gpu", *args, "-o", str(out / "bundle")],
         capture_output=True,
         text=True,
         timeout=180,
-        env=_env(),
+        env=env,
     )
     assert cap.returncode == 0, cap.stderr
     bundle = Path(cap.stdout.strip())
@@ -105,7 +112,31 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Captured:
     return Captured(db, report, have_spy)
 
 
+def _skip_if_bpftrace_lost_the_stacks(db: Path) -> None:
+    """bpftrace 0.17 prints an empty stack for a sample whose stack-id lookup failed
+    ("failed to look up stack id N (pid P): -9" in its stderr: a kernel/bpftrace state of
+    the host, seen on this VM after hours of concurrent bpftrace runs, documented in
+    docs/capture.md). When most of the C workload's samples lost their stack that way,
+    there is nothing to check about our stack handling: skip, saying so."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        err = con.sql(
+            "SELECT coalesce(stderr_tail, '') FROM collectors WHERE collector = 'bpf_stacks'"
+        ).fetchall()
+        lost, total = con.sql(
+            "SELECT coalesce(sum(samples) FILTER (WHERE leaf = '[no stack]'), 0), "
+            "coalesce(sum(samples), 0) FROM stack_samples WHERE comm = 'hot_c'"
+        ).fetchall()[0]
+    finally:
+        con.close()
+    if err and "failed to look up stack id" in err[0][0] and total and lost > total / 2:
+        pytest.skip(
+            f"bpftrace lost the stacks of {lost} of {total} samples (stack-id lookups failed)"
+        )
+
+
 def test_the_hot_functions_of_both_workloads_are_in_stack_samples(captured: Captured) -> None:
+    _skip_if_bpftrace_lost_the_stacks(captured.db)
     con = duckdb.connect(str(captured.db), read_only=True)
     (status,) = con.sql("SELECT status FROM collectors WHERE collector = 'bpf_stacks'").fetchall()
     assert status[0] == "parsed", status
@@ -140,6 +171,7 @@ def test_py_spy_names_the_python_hot_function(captured: Captured) -> None:
 
 
 def test_the_flame_graph_shows_the_c_hot_function_in_chromium(captured: Captured, chromium) -> None:  # type: ignore[no-untyped-def]
+    _skip_if_bpftrace_lost_the_stacks(captured.db)
     with chromium.open(captured.report) as (page, load):
         assert not load.errors and not load.requests, (load.errors, load.requests)
         graph = page.locator("#flame-all")
@@ -163,5 +195,70 @@ def test_without_bpftrace_the_capture_succeeds_and_the_report_says_why(
     with chromium.open(report) as (page, load):
         assert not load.errors, load.errors
         text = page.locator("#stacks").inner_text()
-        assert "No sampled stacks: the stack collector (bpf_stacks) was skipped: --no-bpf." in text
+        assert (
+            "No sampled stacks: the stack collectors: bpf_stacks was skipped: --no-bpf; "
+            "perf_stacks was skipped: --no-bpf." in text
+        ), text
         assert page.locator("#flame-all").count() == 0
+
+
+@pytest.fixture(scope="module")
+def captured_perf(tmp_path_factory: pytest.TempPathFactory) -> Captured:
+    """The perf fallback: bpftrace hidden from PATH, perf there, the C program running."""
+    if os.geteuid() != 0:
+        pytest.skip("perf record -a needs root")
+    if shutil.which("perf") is None:
+        pytest.skip("perf not installed")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler (cc/gcc) for the CPU-bound C program")
+    tmp = tmp_path_factory.mktemp("perf-stacks")
+    (tmp / "hot.c").write_text(HOT_C)
+    subprocess.run([cc, "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(tmp / "hot_c"), str(tmp / "hot.c")], check=True)  # fmt: skip
+    path = restricted_path(tmp, {"bpftrace"}, first=(str(Path(sys.executable).parent),))
+    proc = subprocess.Popen([str(tmp / "hot_c")], start_new_session=True)
+    try:
+        # 10 s perf files: 36 s gives two or three slices even when the fold is slow
+        db, report = _capture_and_analyse(tmp, "-d", "36", "--pid", str(proc.pid), path=path)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return Captured(db, report, False)
+
+
+def test_without_bpftrace_perf_samples_the_hot_function_into_stack_samples(
+    captured_perf: Captured,
+) -> None:
+    con = duckdb.connect(str(captured_perf.db), read_only=True)
+    status = dict(
+        con.sql(
+            "SELECT collector, status FROM collectors WHERE collector IN ('bpf_stacks', 'perf_stacks')"
+        ).fetchall()
+    )
+    assert status == {"bpf_stacks": "missing", "perf_stacks": "parsed"}, status
+    total = con.sql("SELECT sum(samples) FROM stack_samples WHERE comm = 'hot_c'").fetchall()[0][0]
+    hot = con.sql(
+        "SELECT sum(samples) FROM stack_samples WHERE comm = 'hot_c' AND leaf = 'hot_c_inner'"
+    ).fetchall()[0][0]
+    # one CPU-bound process on 2 CPUs at 49 Hz: ~490 samples per 10 s slice when idle
+    assert total and total >= 50, total
+    assert hot and hot >= 0.8 * total, (hot, total)
+    sql = "SELECT count(*), min(interval_s), max(samples) FROM stack_slices"
+    slices = con.sql(sql).fetchall()[0]
+    assert slices[0] >= 1 and slices[2] > 0, slices
+    assert slices[1] is None or 9.0 <= slices[1] <= 30.0, slices
+
+
+def test_without_bpftrace_the_flame_graph_shows_perfs_hot_function_in_chromium(
+    captured_perf: Captured, chromium
+) -> None:  # type: ignore[no-untyped-def]
+    with chromium.open(captured_perf.report) as (page, load):
+        assert not load.errors and not load.requests, (load.errors, load.requests)
+        graph = page.locator("#flame-all")
+        assert graph.is_visible()
+        node = graph.locator(".fl", has_text="hot_c_inner").first
+        assert node.is_visible()
+        box, full = node.bounding_box(), graph.bounding_box()
+        assert box and full and box["width"] > 0.1 * full["width"]
+        assert graph.locator(".fl-proc", has_text="hot_c [").count() == 1
