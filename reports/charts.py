@@ -27,8 +27,9 @@ PANEL_HEIGHT = 230
 ROW_HEIGHT = 110
 ROW_GAP = 22
 # Fixed margins so that every panel's plot area starts and ends at the same pixel: the
-# x axes line up vertically and linked zoom reads as one timeline.
-MARGIN = {"l": 70, "r": 170, "t": 30, "b": 30, "autoexpand": False}
+# x axes line up vertically and linked zoom reads as one timeline. 42 px below: the date
+# under the first time tick ("May 1, 2024") fits instead of being cut at the bottom.
+MARGIN = {"l": 70, "r": 170, "t": 30, "b": 42, "autoexpand": False}
 PALETTE = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
     "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39",
@@ -51,6 +52,7 @@ class Row:
     label: str
     traces: list[dict[str, Any]] = field(default_factory=list)
     y_range: list[float] | None = None
+    height: int = ROW_HEIGHT  # px of plot area (a heatmap of many devices gets more)
 
 
 def _values(series: pl.Series, digits: int = 4) -> list[Any]:
@@ -124,16 +126,21 @@ def layout(
 
 
 def rows_figure(rows: list[Row], title: str, x_range: tuple[int, int] | None) -> Figure:
-    """Several sub-charts stacked on one shared time axis (``x``), one y axis per row."""
+    """Several sub-charts stacked on one shared time axis (``x``), one y axis per row.
+
+    A heatmap row's colour bar stands beside that row only (in the right margin).
+    """
     n = len(rows)
-    plot_h = n * ROW_HEIGHT + (n - 1) * ROW_GAP
+    plot_h = sum(r.height for r in rows) + (n - 1) * ROW_GAP
     lay = layout(title, x_range, height=plot_h + MARGIN["t"] + MARGIN["b"])
     lay["xaxis"]["anchor"] = "y" if n == 1 else f"y{n}"
     annotations = []
     data = []
+    used = 0
     for i, row in enumerate(rows):
-        top = 1 - i * (ROW_HEIGHT + ROW_GAP) / plot_h
-        bottom = max(top - ROW_HEIGHT / plot_h, 0.0)
+        top = 1 - used / plot_h
+        bottom = max(top - row.height / plot_h, 0.0)
+        used += row.height + ROW_GAP
         name = "yaxis" if i == 0 else f"yaxis{i + 1}"
         axis: dict[str, Any] = {
             "domain": [round(bottom, 4), round(top, 4)],
@@ -164,7 +171,12 @@ def rows_figure(rows: list[Row], title: str, x_range: tuple[int, int] | None) ->
             }
         )
         ref = "y" if i == 0 else f"y{i + 1}"
-        data += [{**t, "xaxis": "x", "yaxis": ref, "legend": legend} for t in row.traces]
+        for t in row.traces:
+            t = {**t, "xaxis": "x", "yaxis": ref, "legend": legend}
+            if t.get("type") == "heatmap" and "colorbar" in t:
+                bar = {"y": round((top + bottom) / 2, 4), "yanchor": "middle"}
+                t["colorbar"] = {**t["colorbar"], **bar, "len": round(top - bottom, 4)}
+            data.append(t)
     lay["annotations"] = annotations
     lay["title"]["text"] = ""
     return {"data": data, "layout": lay}
@@ -318,7 +330,7 @@ def heatmap_figure(
 ) -> Figure:
     """A time × ``row`` heatmap from a long frame (x already bucketed, row, value)."""
     trace = heatmap_trace(frame, row, value, colorbar=colorbar, zmax=zmax)
-    height = max(PANEL_HEIGHT, min(700, 60 + 4 * len(trace["y"])))
+    height = max(PANEL_HEIGHT, min(700, MARGIN["t"] + MARGIN["b"] + 4 * len(trace["y"])))
     lay = layout(title, x_range, height=height, hovermode="closest", **kw)
     lay["yaxis"].update(type="category", title={"text": row})
     return {"data": [trace], "layout": lay}

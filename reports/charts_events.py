@@ -8,12 +8,12 @@
 
 from __future__ import annotations
 
-from html import escape
+from html import escape, unescape
 from typing import Any
 
 import polars as pl
 
-from reports.charts import SEVERITY_COLORS, Figure, layout
+from reports.charts import MARGIN, SEVERITY_COLORS, Figure, layout
 
 # In order of importance: when there are too many events for vertical lines on every chart,
 # the most important kinds get them first (the events strip always shows all of them).
@@ -28,6 +28,7 @@ EVENT_COLORS = {
     "io_error": "#8c564b",
 }
 MAX_EVENT_LINES = 150
+MAX_KIND_CHARS = 24  # a kind's label in the events strip's right margin (full name on hover)
 
 
 def events_figure(events: pl.DataFrame, x_range: tuple[int, int] | None, **kw: Any) -> Figure:
@@ -36,6 +37,10 @@ def events_figure(events: pl.DataFrame, x_range: tuple[int, int] | None, **kw: A
     Each kind is ONE line trace of vertical ticks (x, x, gap) rather than one marker per
     event: thousands of events stay one SVG path. ``text`` must already be HTML-escaped
     (plotly renders a subset of HTML in hover labels).
+
+    The kinds label their rows in the right margin, as the timeline's lanes (the left margin
+    of 70 px, the same on every panel, clipped ``oom_invoked``); a kind longer than
+    :data:`MAX_KIND_CHARS` is shortened with "…" (its hover text names it in full).
     """
     traces = []
     kinds = []
@@ -62,17 +67,32 @@ def events_figure(events: pl.DataFrame, x_range: tuple[int, int] | None, **kw: A
     lay = layout(
         "Kernel events (dmesg)",
         x_range,
-        height=60 + 28 * max(len(kinds), 1),
+        height=MARGIN["t"] + MARGIN["b"] + 30 + 28 * max(len(kinds), 1),
         hovermode="closest",
         **kw,
     )
     lay["yaxis"].update(
         tickvals=list(range(len(kinds))),
-        ticktext=kinds,
+        ticktext=[_short_kind(k) for k in kinds],
         range=[-0.6, len(kinds) - 0.4],
         automargin=False,
+        side="right",
+        tickfont={"size": 10},
     )
+    lay["showlegend"] = False  # the axis names each row
     return {"data": traces, "layout": lay}
+
+
+def _short_kind(kind: str) -> str:
+    """``kind`` (escaped) cut to :data:`MAX_KIND_CHARS` characters.
+
+    >>> _short_kind("gpu_fallen_off_bus"), _short_kind("x" * 30)
+    ('gpu_fallen_off_bus', 'xxxxxxxxxxxxxxxxxxxxxxx…')
+    """
+    raw = unescape(kind)
+    if len(raw) <= MAX_KIND_CHARS:
+        return kind
+    return escape(raw[: MAX_KIND_CHARS - 1]) + "…"
 
 
 def finding_shapes(findings: pl.DataFrame) -> list[dict[str, Any]]:

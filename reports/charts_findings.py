@@ -5,7 +5,10 @@ store are HTML-escaped here because plotly renders a subset of HTML in labels.
 
 - :func:`swimlanes_figure`: one lane per finding key, one bar per finding window, coloured by
   severity; it shares the report's time axis, and clicking a bar zooms every panel
-  (``customdata`` = [x0, x1, finding id, hover text]).
+  (``customdata`` = [x0, x1, finding id, hover text]). A bar is drawn at least
+  :data:`MIN_BAR_SHARE` of the x range wide (centred on its window), so a 5 s finding of a
+  2-hour capture can be seen and clicked; its hover and the zoom use the real window, and
+  the page script keeps the minimum at :data:`MIN_BAR_PX` px of whatever range is shown.
 - :func:`evidence_figure`: the signals of one finding around its window, the window shaded
   and each signal's baseline drawn as a dashed line with its value.
 """
@@ -22,6 +25,21 @@ from reports.charts import MARGIN, SEVERITY_COLORS, Figure, Row, layout, line_tr
 SEVERITIES = ["critical", "major", "minor", "info"]
 LANE_HEIGHT = 24
 MAX_BARS = 3000
+MIN_BAR_PX = 8  # report.js: the narrowest bar drawn, in pixels of the current x range
+MIN_BAR_SHARE = 0.007  # the same before the first zoom: ≈ 8 px of a 1 130 px plot area
+
+
+def bar_span(x0: int, x1: int, min_width: float) -> tuple[int, int]:
+    """(base, width) of a bar drawn at least ``min_width`` wide, centred on [x0, x1].
+
+    >>> bar_span(10_000, 15_000, 50_000), bar_span(0, 90_000, 50_000)
+    ((-12500, 50000), (0, 90000))
+    """
+    real = max(x1 - x0, 0)
+    if real >= min_width:
+        return x0, real
+    width = round(min_width)
+    return x0 - (width - real) // 2, width
 
 
 def swimlanes_figure(findings: list[dict[str, Any]], x_range: tuple[int, int] | None) -> Figure:
@@ -31,6 +49,8 @@ def swimlanes_figure(findings: list[dict[str, Any]], x_range: tuple[int, int] | 
     ``hover`` (plain text; escaped here). Findings come in rank order.
     """
     rows = [f for f in findings if f.get("x0") is not None][:MAX_BARS]
+    span = (x_range[1] - x_range[0]) if x_range else 0
+    min_width = max(1000.0, MIN_BAR_SHARE * span)
     lanes: list[str] = []
     for f in rows:
         lane = escape(str(f.get("key") or f.get("kind") or "?"))
@@ -46,14 +66,15 @@ def swimlanes_figure(findings: list[dict[str, Any]], x_range: tuple[int, int] | 
         if not part:
             continue
         color = SEVERITY_COLORS.get(sev, "#7f7f7f")
+        spans = [bar_span(int(f["x0"]), int(f.get("x1") or f["x0"]), min_width) for f in part]
         traces.append(
             {
                 "type": "bar",
                 "orientation": "h",
                 "name": sev,
                 "y": [escape(str(f.get("key") or f.get("kind") or "?")) for f in part],
-                "base": [int(f["x0"]) for f in part],
-                "x": [max(int(f.get("x1") or f["x0"]) - int(f["x0"]), 1000) for f in part],
+                "base": [b for b, _ in spans],
+                "x": [w for _, w in spans],
                 "customdata": [
                     [
                         int(f["x0"]),

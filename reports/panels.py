@@ -14,7 +14,11 @@ histograms); :mod:`reports.panel_registry` lists them in page order.
 
 from __future__ import annotations
 
+import math
+import re
+import statistics
 from dataclasses import dataclass, field
+from html import escape
 from typing import Any
 
 import duckdb
@@ -22,7 +26,7 @@ import polars as pl
 
 from analyzer.sql import ident, shown
 from reports import charts
-from reports.downsample import MAX_POINTS, bucket_gap, gap_breaks, minmax_sql
+from reports.downsample import MAX_POINTS, bucket_gap, bucket_ms, gap_breaks, minmax_sql
 from reports.queries import Store
 
 ROW_POINTS = 2400  # points per chart row, shared by its traces
@@ -179,6 +183,7 @@ class Metric:
     value: str
     needs: tuple[str, ...]
     scale: float = 1.0
+    low_is_bad: bool = False  # heatmap columns show the lowest sample (a stall), not the highest
 
 
 def entity_rows(
@@ -191,11 +196,17 @@ def entity_rows(
     prefix: str = "",
     limit: int = 8,
     x_range: tuple[int, int] | None = None,
+    heatmap_above: int = 0,
 ) -> list[charts.Row]:
     """Rows of per-entity lines (devices, interfaces, GPUs…), top ``limit`` per table.
 
     ``rank[table]`` orders the entities (SQL aggregate, highest first; ``"natural"`` keeps
     numeric order); each entity keeps one colour across rows.
+
+    With more than ``heatmap_above`` entities (0: never), each metric becomes two rows
+    instead of one line per entity: a heatmap (entity × time; each column's highest sample,
+    or lowest for a ``low_is_bad`` metric) and a row with the median of the entities per
+    column plus the :func:`outliers` as lines (their real min/max samples).
     """
     usable = [m for m in metrics if store.usable(m.table, "ts", m.entity, *m.needs)]
     by_table: dict[str, list[Metric]] = {}
@@ -204,6 +215,7 @@ def entity_rows(
     frames: dict[str, pl.DataFrame] = {}
     points: dict[str, int] = {}
     colors: dict[str, str] = {}
+    heat: dict[str, tuple[pl.DataFrame, dict[str, list[float | None]], list[str]]] = {}
     for table, ms in by_table.items():
         entity = ident(ms[0].entity)
         cond = "ts IS NOT NULL" + filters(store, table) + f" AND {entity} IS NOT NULL"
@@ -229,6 +241,9 @@ def entity_rows(
         keys = {"keys": top}
         panel.sql.append(shown(q + " ORDER BY g, x", keys))
         points[table] = per_trace(len(top))
+        if heatmap_above and len(top) > heatmap_above:
+            heat[table] = _heat(store, panel, q, ms, keys, x_range)
+            points[table] = per_trace(MAX_OUTLIERS + 1)
         reduced = minmax_sql(
             q,
             [f"v{i}" for i in range(len(ms))],
@@ -239,6 +254,8 @@ def entity_rows(
         frames[table] = store.con.sql(reduced, params=keys).pl()
         for k in top:
             colors.setdefault(prefix + str(k), charts.PALETTE[len(colors) % len(charts.PALETTE)])
+        if table in heat:
+            heat[table][2].extend(prefix + str(k) for k in top)
     rows = []
     legend: set[str] = set()
     for table, ms in by_table.items():
@@ -249,6 +266,9 @@ def entity_rows(
             if not part.height:
                 continue
             gap = bucket_gap(x_range, part, points[table])
+            if table in heat:
+                rows += _heat_rows(m, i, heat[table], part, colors, gap, legend)
+                continue
             traces = charts.entity_traces(
                 part,
                 "g",
@@ -264,6 +284,120 @@ def entity_rows(
                 legend.add(t["legendgroup"])
             rows.append(charts.Row(m.label, traces))
     return rows
+
+
+MAX_OUTLIERS = 2
+DEVICE_COLUMNS = 450  # heatmap columns of a device metric (several per panel: half per-CPU's)
+OUTLIER_MADS = 3.0
+OUTLIER_SHARE = 0.05
+
+
+def outliers(means: dict[str, float | None], k: int = MAX_OUTLIERS) -> list[str]:
+    """The entities drawn as lines beside a heatmap: at most ``k``, farthest first.
+
+    An entity is an outlier when its mean is farther from the median of all the entities'
+    means than both 3 × the median absolute deviation of those means and 5 % of the median's
+    size (and not at all equal to it): eight GPUs within noise of each other draw none.
+
+    >>> outliers({"GPU 0": 95, "GPU 1": 94, "GPU 2": 96, "GPU 3": 95, "GPU 4": 40, "GPU 5": 95})
+    ['GPU 4']
+    >>> outliers({"a": 50.0, "b": 50.5, "c": 49.6, "d": 50.2, "e": 49.9})
+    []
+    >>> outliers({"a": 0, "b": 0, "c": 0, "d": 0, "e": 30, "f": 20, "g": 1})
+    ['e', 'f']
+    """
+    vals = {e: float(v) for e, v in means.items() if v is not None and math.isfinite(v)}
+    if len(vals) < 3:
+        return []
+    med = statistics.median(vals.values())
+    dist = {e: abs(v - med) for e, v in vals.items()}
+    mad = statistics.median(dist.values())
+    limit = max(OUTLIER_MADS * mad, OUTLIER_SHARE * abs(med))
+    far = [e for e, d in dist.items() if d > limit and d > 0]
+    return sorted(far, key=lambda e: -dist[e])[:k]
+
+
+def _heat(
+    store: Store,
+    panel: Panel,
+    q: str,
+    ms: list[Metric],
+    keys: dict[str, Any],
+    x_range: tuple[int, int] | None,
+) -> tuple[pl.DataFrame, dict[str, list[float | None]], list[str]]:
+    """Heatmap cells (x bucket, g, one column per metric) and each entity's mean per metric."""
+    if x_range is not None:
+        lo, hi = x_range
+    else:
+        lo, hi = store.con.sql(f"SELECT min(x), max(x) FROM ({q})", params=keys).fetchall()[0]
+    width = bucket_ms(int(lo or 0), int(hi or 0), DEVICE_COLUMNS)
+    cells = ", ".join(f"{'min' if m.low_is_bad else 'max'}(v{i}) AS v{i}" for i, m in enumerate(ms))
+    hq = f"SELECT (x // {width}) * {width} AS x, g, {cells} FROM ({q}) GROUP BY ALL ORDER BY x, g"
+    panel.sql.append(shown(hq, keys))
+    means_q = ", ".join(f"avg(v{i})" for i in range(len(ms)))
+    means: dict[str, list[float | None]] = {
+        str(r[0]): list(r[1:])
+        for r in store.con.sql(f"SELECT g, {means_q} FROM ({q}) GROUP BY g", params=keys).fetchall()
+    }
+    if width > 1000:
+        panel.notes.append(f"one heatmap column = {width / 1000:.0f} s")
+    return store.con.sql(hq, params=keys).pl(), means, []
+
+
+def _heat_rows(
+    m: Metric,
+    i: int,
+    heat: tuple[pl.DataFrame, dict[str, list[float | None]], list[str]],
+    part: pl.DataFrame,
+    colors: dict[str, str],
+    gap: int,
+    legend: set[str],
+) -> list[charts.Row]:
+    """A metric of many entities: its heatmap row and its median-and-outliers row."""
+    cells, means, order = heat
+    col = f"v{i}"
+    frame = cells.select("x", "g", (pl.col(col) * m.scale).alias("v")).drop_nulls("v")
+    if not frame.height:
+        return []
+    unit = _unit(m.label)
+    hover = "%{y}: %{z}" + (f" {escape(unit)}" if unit else "")
+    trace = charts.heatmap_trace(
+        frame, "g", "v", colorbar=unit, zmax=100.0 if unit == "%" else None,
+        order=order[::-1], hover=hover,  # plotly draws the first category at the bottom
+    )  # fmt: skip
+    if unit != "%":
+        trace.pop("zmin", None)  # temperatures, clocks: the colours span the values seen
+    worst = "lowest" if m.low_is_bad else "highest"
+    n = len(trace["y"])
+    rows = [charts.Row(f"{m.label}, per device ({worst} sample per column)", [trace],
+                       height=max(charts.ROW_HEIGHT, 12 * n))]  # fmt: skip
+    median = frame.group_by("x").agg(pl.col("v").median()).sort("x")
+    name = f"median of {n}"
+    lines = [
+        charts.line_trace(
+            median, "v", name, breaks=gap_breaks(median, min_gap=gap), legendgroup=name,
+            showlegend=name not in legend, line={"width": 1.5, "color": "#888", "dash": "dot"},
+        )
+    ]  # fmt: skip
+    legend.add(name)
+    odd = outliers({g: v[i] for g, v in means.items()})
+    if odd:
+        lines += charts.entity_traces(
+            part.filter(pl.col("g").is_in(odd)), "g", "v", colors, first_row=False,
+            scale=m.scale, max_points=MAX_POINTS, min_gap=gap,
+        )  # fmt: skip
+        for t in lines[1:]:
+            t["showlegend"] = t["legendgroup"] not in legend
+            legend.add(t["legendgroup"])
+    label = f"{m.label}: median" + (f" and outliers ({', '.join(odd)})" if odd else ", no outlier")
+    rows.append(charts.Row(label, lines))
+    return rows
+
+
+def _unit(label: str) -> str:
+    """``'Power (W)'`` → ``'W'`` (the last parenthesised part of a row label)."""
+    found = re.search(r"\(([^()]*)\)\s*$", label)
+    return found.group(1) if found else ""
 
 
 def _label(prefix: str, entity: str) -> str:

@@ -4,6 +4,12 @@ histograms as heatmaps over time.
 Each panel stacks rows on the shared time axis (:func:`reports.panels.entity_rows`), one line
 per entity, the busiest entities first (at most 8 disks/interfaces/cgroups, 16 GPUs; the
 caption says when some were left out). Units: MB/s (kB/s / 1024), ms, %, GiB, W, °C, MHz.
+
+More than :data:`HEATMAP_ABOVE` disks or GPUs would be spaghetti as lines: each metric is
+then a heatmap (device × time, the worst sample of each column: the lowest SM utilisation
+and SM clock, the highest of everything else) and, below it, the median of the devices with
+the outliers as lines (:func:`reports.panels.outliers`: a device whose mean is far from the
+median of the devices' means).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ WHOLE_DISK = (
     "OR CAST({e} AS VARCHAR) LIKE 'ram%' OR CAST({e} AS VARCHAR) LIKE 'zram%')"
 )
 MAX_HISTOGRAMS = 4
+HEATMAP_ABOVE = 4  # devices; up to this many stay one line each
 
 
 def _sum(store: Store, table: str, columns: list[str]) -> tuple[str, tuple[str, ...]]:
@@ -68,7 +75,10 @@ def disk_panel(store: Store, fr: Frame) -> Panel:
         where += f" AND NOT coalesce({ident(flag)}, false)"
     has_util = "util_pct" in store.columns(table)
     rank = {table: "max(util_pct)" if has_util else f"max({tput})"}
-    rows = entity_rows(store, panel, metrics, rank=rank, where={table: where}, x_range=fr.x_range)
+    rows = entity_rows(
+        store, panel, metrics, rank=rank, where={table: where}, x_range=fr.x_range,
+        heatmap_above=HEATMAP_ABOVE,
+    )  # fmt: skip
     return _finish(panel, rows, fr, "No disk data: iostat -x and sar -d are absent or untimed.")
 
 
@@ -126,18 +136,19 @@ def gpu_panel(store: Store, fr: Frame) -> Panel:
     panel = Panel("p-gpu", "GPUs", "GPU")
     t = "gpu_dmon"
     metrics = [
-        Metric("SM utilisation (%)", t, "gpu", "sm_pct", ("sm_pct",)),
+        Metric("SM utilisation (%)", t, "gpu", "sm_pct", ("sm_pct",), low_is_bad=True),
         Metric("Memory used (GiB)", t, "gpu", "fb_mib / 1024", ("fb_mib",)),
         Metric("Memory-controller busy (%)", t, "gpu", "mem_pct", ("mem_pct",)),
         Metric("Power (W)", t, "gpu", "pwr_w", ("pwr_w",)),
         Metric("Temperature (°C)", t, "gpu", "gtemp_c", ("gtemp_c",)),
-        Metric("SM clock (MHz)", t, "gpu", "pclk_mhz", ("pclk_mhz",)),
+        Metric("SM clock (MHz)", t, "gpu", "pclk_mhz", ("pclk_mhz",), low_is_bad=True),
     ]
     if "fb_mib" in store.columns(t):  # memory used says more than controller activity
         metrics = [m for m in metrics if m.value != "mem_pct"]
     rows = entity_rows(
-        store, panel, metrics, rank={t: "natural"}, prefix="GPU ", limit=16, x_range=fr.x_range
-    )
+        store, panel, metrics, rank={t: "natural"}, prefix="GPU ", limit=16, x_range=fr.x_range,
+        heatmap_above=HEATMAP_ABOVE,
+    )  # fmt: skip
     return _finish(panel, rows, fr, "No GPU data: nvidia-smi dmon was not captured (or no GPU).")
 
 

@@ -74,8 +74,33 @@
     });
   });
 
+  /* Timeline bars: at least MIN_BAR_PX px wide at the range shown, centred on the finding's
+   * window (reports.charts_findings.bar_span); hover and zoom use the real window
+   * (customdata). */
+  var MIN_BAR_PX = 8;
+  function widenBars(el) {
+    var xa = el._fullLayout && el._fullLayout.xaxis;
+    if (!xa || !xa._length || !el.data) { return; }
+    var min = MIN_BAR_PX * Math.abs(xa.r2l(xa.range[1]) - xa.r2l(xa.range[0])) / xa._length;
+    var bases = [], widths = [], changed = false;
+    el.data.forEach(function (t) {
+      var b = [], w = [];
+      (t.customdata || []).forEach(function (c, i) {
+        var x0 = Number(c[0]), real = Math.max(Number(c[1]) - x0, 0);
+        var width = Math.max(real, min), base = x0 - (width - real) / 2;
+        /* tolerance: a quarter of the minimum, so the first draw keeps the server's widths */
+        if (Math.abs(width - t.x[i]) > min / 4 || Math.abs(base - t.base[i]) > min / 4) { changed = true; }
+        b.push(base); w.push(width);
+      });
+      bases.push(b); widths.push(w);
+    });
+    if (changed) { Plotly.restyle(el, { base: bases, x: widths }); }
+  }
+
   var lanes = document.getElementById("p-swimlanes");
   if (lanes && lanes.on) {
+    widenBars(lanes);
+    lanes.on("plotly_relayout", function () { widenBars(lanes); });
     lanes.on("plotly_click", function (ev) {
       var p = ev && ev.points && ev.points[0];
       if (!p || !p.customdata) { return; }

@@ -162,7 +162,8 @@ def test_swimlanes_order_lanes_by_rank_and_keep_tiny_windows_visible() -> None:
     fig = swimlanes_figure(findings, (0, 100_000))
     assert fig["layout"]["yaxis"]["categoryarray"] == ["OOM_KILL", "CHECKPOINT_STALL"]
     crit = fig["data"][0]
-    assert crit["type"] == "bar" and crit["x"] == [1000] and crit["base"] == [0]
+    # at least 1 s (or 0.7 % of the range) wide, centred on the 10 ms window
+    assert crit["type"] == "bar" and crit["x"] == [1000] and crit["base"] == [-495]
     assert crit["customdata"][0][3] == "&lt;b&gt;x&lt;/b&gt;"
 
 

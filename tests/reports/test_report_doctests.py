@@ -10,7 +10,7 @@ import pytest
 MODULES = [
     "analyzer.audit", "analyzer.audit.facts", "reports.charts", "reports.charts_events",
     "reports.charts_findings", "reports.downsample", "reports.findings_view", "reports.html", "reports.incidents", "reports.markdown",
-    "reports.panels_devices", "reports.timefmt", "reports.diff_text",
+    "reports.panels", "reports.panels_devices", "reports.timefmt", "reports.diff_text",
 ]  # fmt: skip
 
 
