@@ -332,8 +332,9 @@ def _heat(
         lo, hi = store.con.sql(f"SELECT min(x), max(x) FROM ({q})", params=keys).fetchall()[0]
     width = bucket_ms(int(lo or 0), int(hi or 0), DEVICE_COLUMNS)
     cells = ", ".join(f"{'min' if m.low_is_bad else 'max'}(v{i}) AS v{i}" for i, m in enumerate(ms))
-    hq = f"SELECT (x // {width}) * {width} AS x, g, {cells} FROM ({q}) GROUP BY ALL ORDER BY x, g"
-    panel.sql.append(shown(hq, keys))
+    hq = f"SELECT (x // $hs_width) * $hs_width AS x, g, {cells} FROM ({q}) GROUP BY ALL ORDER BY x, g"
+    hkeys = {**keys, "hs_width": width}
+    panel.sql.append(shown(hq, hkeys))
     means_q = ", ".join(f"avg(v{i})" for i in range(len(ms)))
     means: dict[str, list[float | None]] = {
         str(r[0]): list(r[1:])
@@ -341,7 +342,7 @@ def _heat(
     }
     if width > 1000:
         panel.notes.append(f"one heatmap column = {width / 1000:.0f} s")
-    return store.con.sql(hq, params=keys).pl(), means, []
+    return store.con.sql(hq, params=hkeys).pl(), means, []
 
 
 def _heat_rows(
