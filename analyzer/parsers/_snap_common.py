@@ -60,6 +60,22 @@ def ends_with_newline(path: Path) -> bool:
         return f.read(1) == b"\n"
 
 
+def verdicts(df: pl.DataFrame, parsed: pl.Expr, path: Path) -> pl.Expr:
+    """Per line of ``df`` (from `lines`): ``blank``, ``truncated`` (the last line, when the
+    file does not end with a newline), ``parsed`` where ``parsed`` holds, else ``other``
+    — for `account`."""
+    trunc = not ends_with_newline(path)
+    return (
+        pl.when(pl.col("line").str.strip_chars() == "")
+        .then(pl.lit("blank"))
+        .when(pl.lit(trunc) & (pl.col("line_no") == df.height))
+        .then(pl.lit("truncated"))
+        .when(parsed)
+        .then(pl.lit("parsed"))
+        .otherwise(pl.lit("other"))
+    )
+
+
 def account(cov: base.Coverage, what: pl.Series, reasons: dict[str, tuple[str, str]]) -> None:
     """Add the per-line verdicts in ``what`` to ``cov``.
 

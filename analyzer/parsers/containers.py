@@ -31,7 +31,7 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import base
-from analyzer.parsers._snap_common import account, lines, snapshot_time
+from analyzer.parsers._snap_common import account, lines, snapshot_time, verdicts
 
 S = pl.String
 TABLES: dict[str, base.Table] = {
@@ -109,13 +109,7 @@ def _docker(path: Path, cov: base.Coverage) -> pl.DataFrame:
     df = lines(path, cov.notes)
     parts = pl.col("line").str.split("\t")
     ok = (parts.list.len() == len(DOCKER_FIELDS)) & parts.list.first().str.contains(_HEX64)
-    what = (
-        pl.when(pl.col("line").str.strip_chars() == "")
-        .then(pl.lit("blank"))
-        .when(ok)
-        .then(pl.lit("parsed"))
-        .otherwise(pl.lit("other"))
-    )
+    what = verdicts(df, ok, path)
     df = df.with_columns(what.alias("what"))
     account(
         cov,
@@ -123,6 +117,7 @@ def _docker(path: Path, cov: base.Coverage) -> pl.DataFrame:
         {
             "parsed": ("parsed", ""),
             "blank": ("structure", "blank"),
+            "truncated": ("skipped", "truncated last line (no trailing newline)"),
             "other": ("skipped", "not the capture's docker ps format (7 tab-separated fields)"),
         },
     )

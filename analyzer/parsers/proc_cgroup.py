@@ -40,7 +40,7 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.parsers import base
-from analyzer.parsers._snap_common import account, ends_with_newline, lines
+from analyzer.parsers._snap_common import account, lines, verdicts
 
 S = pl.String
 TABLES: dict[str, base.Table] = {
@@ -129,16 +129,7 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     cov = base.Coverage()
     df = lines(path, cov.notes)
     g = pl.col("line").str.extract_groups(ROW)
-    trunc = not ends_with_newline(path)
-    what = (
-        pl.when(pl.col("line").str.strip_chars() == "")
-        .then(pl.lit("blank"))
-        .when(pl.lit(trunc) & (pl.col("line_no") == df.height))
-        .then(pl.lit("truncated"))
-        .when(g.struct.field("1").is_not_null())
-        .then(pl.lit("parsed"))
-        .otherwise(pl.lit("other"))
-    )
+    what = verdicts(df, g.struct.field("1").is_not_null(), path)
     df = df.with_columns(what.alias("what"), g.alias("g"))
     account(
         cov,

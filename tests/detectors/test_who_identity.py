@@ -14,6 +14,7 @@ from analyzer.detectors._base import Context
 from analyzer.detectors._who import busy_processes, by_command, with_identity
 from analyzer.parsers import base, containers, proc_cgroup
 from analyzer.parsers.pidstat import TABLES as PIDSTAT
+from analyzer.sql import ident
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 T0 = datetime.fromtimestamp(1796184300, UTC)  # the cgroup fixture's first pass
@@ -21,7 +22,7 @@ T0 = datetime.fromtimestamp(1796184300, UTC)  # the cgroup fixture's first pass
 
 def _table(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> None:
     con.register("f", frame.to_arrow())
-    con.execute(f"CREATE TABLE {name} AS SELECT * FROM f")
+    con.execute(f"CREATE TABLE {ident(name)} AS SELECT * FROM f")
     con.unregister("f")
 
 

@@ -101,8 +101,8 @@ def _epoch(t: datetime) -> float:
 
 
 def _has(con: duckdb.DuckDBPyConnection, table: str) -> bool:
-    q = f"SELECT count(*) FROM information_schema.tables WHERE table_name = '{table}'"
-    return bool(con.sql(q).fetchall()[0][0])
+    q = "SELECT count(*) FROM information_schema.tables WHERE table_name = ?"
+    return bool(con.sql(q, params=[table]).fetchall()[0][0])
 
 
 def primary_p99(con: duckdb.DuckDBPyConnection) -> int | None:
@@ -122,7 +122,8 @@ def score(name: str, truth: dict[str, Any], con: duckdb.DuckDBPyConnection) -> l
         return []
     wins = con.sql(
         "SELECT window_id, start_ts, end_ts, level, peak, baseline FROM symptom_windows "
-        f"WHERE symptom_id = {sid} ORDER BY start_ts"
+        "WHERE symptom_id = ? ORDER BY start_ts",
+        params=[sid],
     ).fetchall()
     out = []
     for wid, s, e, level, peak, base in wins:
@@ -140,7 +141,8 @@ def score(name: str, truth: dict[str, Any], con: duckdb.DuckDBPyConnection) -> l
             w.neighbours.append("io")
         rows = con.sql(
             "SELECT rank, candidate, role, mechanism_group, lag_s, score, sentence "
-            f"FROM symptom_explanations WHERE window_id = {wid} ORDER BY rank"
+            "FROM symptom_explanations WHERE window_id = ? ORDER BY rank",
+            params=[wid],
         ).fetchall()
         if rows:
             _, w.rank1, w.rank1_role, w.rank1_group, w.rank1_lag_s, sc, w.rank1_sentence = rows[0]

@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,32 +81,42 @@ def _capture_and_analyse(out: Path, *args: str, path: str | None = None) -> tupl
     return db, report
 
 
+def _compile_hot_c(tmp: Path) -> Path:
+    """The CPU-bound C program, with frame pointers and symbols (skips without a compiler)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler (cc/gcc) for the CPU-bound C program")
+    (tmp / "hot.c").write_text(HOT_C)
+    subprocess.run([cc, "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(tmp / "hot_c"), str(tmp / "hot.c")], check=True)  # fmt: skip
+    return tmp / "hot_c"
+
+
+@contextlib.contextmanager
+def _running(*argvs: list[str]) -> Iterator[list[subprocess.Popen]]:
+    """The workloads, each in its own session, killed (with their children) afterwards."""
+    procs = [subprocess.Popen(a, start_new_session=True) for a in argvs]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory: pytest.TempPathFactory) -> Captured:
     if os.geteuid() != 0:
         pytest.skip("bpftrace stacks need root")
     if shutil.which("bpftrace") is None:
         pytest.skip("bpftrace not installed")
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler (cc/gcc) for the CPU-bound C program")
     tmp = tmp_path_factory.mktemp("stacks")
-    (tmp / "hot.c").write_text(HOT_C)
-    subprocess.run([cc, "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(tmp / "hot_c"), str(tmp / "hot.c")], check=True)  # fmt: skip
+    hot_c = _compile_hot_c(tmp)
     (tmp / "hot.py").write_text(HOT_PY)
     py = shutil.which("python3", path="/usr/bin:/usr/local/bin") or sys.executable
-    procs = [
-        subprocess.Popen([str(tmp / "hot_c")], start_new_session=True),
-        subprocess.Popen([py, str(tmp / "hot.py")], start_new_session=True),
-    ]
-    try:
+    with _running([str(hot_c)], [py, str(tmp / "hot.py")]) as procs:
         pids = [a for p in procs for a in ("--pid", str(p.pid))]
         db, report = _capture_and_analyse(tmp, "-d", "24", *pids)
-    finally:
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
     have_spy = (Path(sys.executable).parent / "py-spy").exists() or shutil.which(
         "py-spy"
     ) is not None
@@ -213,21 +224,12 @@ def captured_perf(tmp_path_factory: pytest.TempPathFactory) -> Captured:
         pytest.skip("perf record -a needs root")
     if shutil.which("perf") is None:
         pytest.skip("perf not installed")
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler (cc/gcc) for the CPU-bound C program")
     tmp = tmp_path_factory.mktemp("perf-stacks")
-    (tmp / "hot.c").write_text(HOT_C)
-    subprocess.run([cc, "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(tmp / "hot_c"), str(tmp / "hot.c")], check=True)  # fmt: skip
+    hot_c = _compile_hot_c(tmp)
     path = restricted_path(tmp, {"bpftrace"}, first=(str(Path(sys.executable).parent),))
-    proc = subprocess.Popen([str(tmp / "hot_c")], start_new_session=True)
-    try:
+    with _running([str(hot_c)]) as (proc,):
         # 10 s perf files: 36 s gives two or three slices even when the fold is slow
         db, report = _capture_and_analyse(tmp, "-d", "36", "--pid", str(proc.pid), path=path)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
     return Captured(db, report, False)
 
 
