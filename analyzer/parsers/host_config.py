@@ -238,8 +238,13 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
             pl.Float64, strict=False
         )
         if epoch.len() and epoch[0] is not None:
-            ts = datetime.fromtimestamp(float(epoch[0]), UTC)
-            cov.notes = [n for n in cov.notes if "ts NULL" not in n]
+            try:
+                ts = datetime.fromtimestamp(float(epoch[0]), UTC)
+                cov.notes = [n for n in cov.notes if "ts NULL" not in n]
+            except (OverflowError, OSError, ValueError):  # a damaged number: keep the phase time
+                cov.notes.append(
+                    f"clock.epoch_s {epoch[0]} is not a time: ts from the capture phase"
+                )
     table = rows.select(
         pl.lit(ts, dtype=base.TS).alias("ts"),
         pl.lit(phase, dtype=pl.String).alias("snapshot"),

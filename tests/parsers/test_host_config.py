@@ -9,6 +9,7 @@ replay the equivalence test checks that a CRLF/NUL-damaged copy gives the same r
 from __future__ import annotations
 
 import random
+import re
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -179,6 +180,17 @@ def test_clock_file_gives_its_own_timestamp() -> None:
     assert kv["clock.timezone"] == "Etc/UTC"
     ts = table["ts"].unique().to_list()  # type: ignore[index]
     assert ts == [datetime.fromtimestamp(1795977641.074614, UTC)]
+
+
+def test_a_clock_epoch_beyond_any_date_costs_only_the_timestamp(tmp_path: Path) -> None:
+    """Found by the fuzzer: a damaged epoch_s (1e300) raised OverflowError."""
+    text = (FIX / "ref-vm__clock.start.out").read_text()
+    bad = tmp_path / "clock.start.out"
+    bad.write_text(re.sub(r"(?m)^epoch_s=.*$", "epoch_s=1e300", text))
+    res = host_config.parse(bad, base.ParseContext(file_name=bad.name))
+    res.coverage.check()
+    assert any("1e+300 is not a time" in n for n in res.coverage.notes), res.coverage.notes
+    assert res.tables["host_config"].height > 0
 
 
 def test_ntp_sources_derive_synchronized_and_offset() -> None:
