@@ -296,8 +296,69 @@ def sniff_file(path: Path) -> tuple[str | None, str]:
     return None, f"{item.role}: {item.note}" if item.note else item.role
 
 
+#: Files under tests/fixtures that describe fixtures rather than being one: provenance,
+#: the value checks of `tests/parsers/golden.py` and the golden files themselves.
+NOT_FIXTURES = (GOLDEN_SUFFIX := ".golden.json", ".expected.json", "PROVENANCE.md")
+
+
 def fixture_paths() -> list[Path]:
-    return sorted(p for p in FIXTURES.rglob("*") if p.is_file() and not p.is_symlink())
+    return sorted(
+        p
+        for p in FIXTURES.rglob("*")
+        if p.is_file() and not p.is_symlink() and not p.name.endswith(NOT_FIXTURES)
+    )
+
+
+def golden_path(fixture: Path) -> Path:
+    """The expected-output file beside ``fixture``: ``<name>.golden.json``."""
+    return fixture.with_name(fixture.name + GOLDEN_SUFFIX)
+
+
+def fixture_key(fixture: Path) -> str:
+    return "fixtures/" + fixture.relative_to(FIXTURES).as_posix()
+
+
+def golden_text(entry: dict[str, Any] | None, verdict: str = "") -> str:
+    """A fixture's golden file: its digest entry (tables with their columns, coverage,
+    the fixture's own sha256), or the sniffer's verdict for a file no parser takes. One
+    line per table and per covered file, keys sorted (small, readable diffs)."""
+    doc = {"not_parsed": verdict} if entry is None else entry
+    return dumps(doc, {"tables": 2, "coverage": 2})
+
+
+def load_goldens() -> tuple[dict[str, Any], dict[str, str]]:
+    """Every fixture's golden file: (inputs, not_parsed) keyed as `digest_fixtures` keys
+    them. A fixture without a golden file is simply absent (`differences` says so)."""
+    inputs: dict[str, Any] = {}
+    not_parsed: dict[str, str] = {}
+    for fixture in fixture_paths():
+        golden = golden_path(fixture)
+        if not golden.exists():
+            continue
+        doc = json.loads(golden.read_text())
+        if "not_parsed" in doc:
+            not_parsed[fixture_key(fixture)] = doc["not_parsed"]
+        else:
+            inputs[fixture_key(fixture)] = doc
+    return inputs, not_parsed
+
+
+def write_goldens(inputs: dict[str, Any], not_parsed: dict[str, str]) -> int:
+    """Write the golden file of every fixture in ``inputs``/``not_parsed``; remove those
+    of fixtures that are gone. Returns how many were written."""
+    n = 0
+    for fixture in fixture_paths():
+        key = fixture_key(fixture)
+        if key in inputs or key in not_parsed:
+            text = golden_text(inputs.get(key), not_parsed.get(key, ""))
+            golden = golden_path(fixture)
+            if not golden.exists() or golden.read_text() != text:
+                golden.write_text(text)
+                n += 1
+    for golden in FIXTURES.rglob("*" + GOLDEN_SUFFIX):
+        if not golden.with_name(golden.name.removesuffix(GOLDEN_SUFFIX)).exists():
+            golden.unlink()
+    return n
 
 
 def sample_paths() -> list[Path]:
@@ -334,7 +395,7 @@ def digest_fixtures(work: Path, say: Any, jobs: int) -> tuple[dict[str, Any], di
 def _fixture_task(task: tuple[str, str]) -> tuple[str, str, dict[str, Any] | None]:
     """One fixture: (key, the sniffer's verdict, its digest or None when no parser takes it)."""
     path, scratch = Path(task[0]), Path(task[1])
-    key = "fixtures/" + path.relative_to(FIXTURES).as_posix()
+    key = fixture_key(path)
     tool, verdict = sniff_file(path)
     if tool is None:
         return key, verdict, None
@@ -549,8 +610,9 @@ def _empty_digest() -> str:
     return h.hexdigest()[:SHORT]
 
 
-def dumps(doc: dict[str, Any]) -> str:
-    """before.json's text: one line per table, per file's coverage and per fixture taken
+def dumps(doc: dict[str, Any], levels: dict[str, int] | None = None) -> str:
+    """before.json's text (or a golden file's, with its ``levels``: how deep each top key
+    is spread over lines): one line per table, per file's coverage and per fixture taken
     by no parser (small diffs), keys sorted."""
 
     def block(obj: Any, indent: int, depth: int) -> str:
@@ -563,7 +625,8 @@ def dumps(doc: dict[str, Any]) -> str:
         ]
         return "{\n" + ",\n".join(items) + "\n" + pad + "}"
 
-    levels = {"inputs": 3, "schemas": 2, "bench": 1, "not_parsed": 1, "environment": 1}
+    if levels is None:
+        levels = {"inputs": 3, "schemas": 2, "bench": 1, "not_parsed": 1, "environment": 1}
     parts = [f" {json.dumps(k)}: {block(v, 1, levels.get(k, 0))}" for k, v in sorted(doc.items())]
     return "{\n" + ",\n".join(parts) + "\n}\n"
 
@@ -572,6 +635,9 @@ def load(path: Path | None = None) -> dict[str, Any]:
     """before.json (or ``path``) with its inputs expanded (`expand`)."""
     doc = json.loads((path or BEFORE).read_text())
     doc["inputs"] = expand(doc.get("inputs", {}), doc.get("schemas", {}))
+    if not any(k.startswith("fixtures/") for k in doc["inputs"]):  # fixtures: golden files
+        inputs, doc["not_parsed"] = load_goldens()
+        doc["inputs"] |= inputs
     return doc
 
 
@@ -581,7 +647,12 @@ def write(classes: list[str], cache: Path | None, jobs: int, path: Path = BEFORE
     bench = bench_params() if "bench" in classes else old.get("bench", {})
     new = compute(classes, bench, cache, jobs=jobs)
     keep = {k: v for k, v in old.get("inputs", {}).items() if k.split("/", 1)[0] not in classes}
-    inputs, schemas = compact(keep | new["inputs"])
+    inputs = keep | new["inputs"]
+    fixtures = {k: inputs.pop(k) for k in list(inputs) if k.startswith("fixtures/")}
+    if "fixtures" in classes:
+        n = write_goldens(fixtures, new["not_parsed"])
+        print(f"wrote {n} golden file(s) beside the fixtures")
+    inputs, schemas = compact(inputs)
     doc = {
         "about": "digests of the parse stage's tables before the parser rewrite (issue #17); "
         "python -m tests.parsers_digest.digest --check compares (see its docstring)",
@@ -592,7 +663,6 @@ def write(classes: list[str], cache: Path | None, jobs: int, path: Path = BEFORE
         "bench": bench,
         "schemas": schemas,
         "inputs": inputs,
-        "not_parsed": new["not_parsed"] if "fixtures" in classes else old.get("not_parsed", {}),
     }
     # The seconds per class are printed, not recorded: they differ on every run.
     path.write_text(dumps(doc))

@@ -1,11 +1,12 @@
-"""The parse stage's tables on every fixture and sample are those recorded in before.json
-(issue #17: the parser rewrite must leave tables, row order, types, values and coverage
-as they were). The bench bundles are checked by hand (``--check``, minutes):
+"""The parse stage's tables on every sample are those recorded in before.json (issue #17:
+the parser rewrite must leave tables, row order, types, values and coverage as they were;
+the fixtures' are checked against their golden files by test_golden.py). The bench
+bundles are checked by hand (``--check``, minutes):
 ``python -m tests.parsers_digest.digest --check --only bench``.
 
 A difference is printed one per line; if it is intended (a fixture added or fixed, a
-parser bug fixed on purpose), re-record with ``--write --only fixtures samples`` and say
-why in the commit message.
+parser bug fixed on purpose), re-record with ``--write --only samples`` and say why in the
+commit message.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ import pytest
 from analyzer.pipeline import Options, run
 from tests.parsers_digest import digest
 
-# ~65 s on the 2-core VM when idle (fixtures ~45 s on 2 processes, samples ~20 s),
-# 92-121 s with other test runs beside it (load 4-6)
+# ~20 s on the 2-core VM when idle, ~40 s with other test runs beside it
 pytestmark = pytest.mark.slow
 
 
-def test_fixtures_and_samples_digest_as_recorded() -> None:
-    diffs = digest.check(["fixtures", "samples"], say=lambda _msg: None)
+def test_samples_digest_as_recorded() -> None:
+    diffs = digest.check(["samples"], say=lambda _msg: None)
     assert not diffs, f"{len(diffs)} difference(s) from before.json:\n" + "\n".join(diffs)
 
 
