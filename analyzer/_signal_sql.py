@@ -330,4 +330,4 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[Alt, ...]]] = {
         (Alt("bpf_hist", _hist_p99("biolat"), "biolat/biolatency histogram file"),),
     ),
 }
-_WITH_INTERVAL = {"runqlat", "biolat"}
+WITH_INTERVAL = {"runqlat", "biolat"}

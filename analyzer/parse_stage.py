@@ -249,7 +249,7 @@ def _parse_one(
     cov = result.coverage
     _count_implausible(cov, store.dropped(item.file.rel))
     metas.append(dict(result.meta))
-    row |= _coverage_fields(cov)
+    row |= coverage_fields(cov)
     row["tables"] = ",".join(written)
     if is_history(item.file.rel, manifest):
         row["notes"] = "\n".join(n for n in (row.get("notes"), HISTORY_NOTE) if n)
@@ -283,7 +283,7 @@ def _discard(store: Store, written: list[str], rel: str, tables: dict[str, int])
         tables[name] = tables.get(name, 0) - store.discard(name, rel)
 
 
-def _coverage_fields(cov: Coverage) -> dict[str, Any]:
+def coverage_fields(cov: Coverage) -> dict[str, Any]:
     reasons = {f"structure: {k}": v for k, v in cov.structure.items()}
     reasons |= {f"skipped: {k}": v for k, v in cov.skipped.items()}
     return {

@@ -21,7 +21,7 @@ import duckdb
 import polars as pl
 
 from analyzer import sqlmacros
-from analyzer._signal_sql import _WITH_INTERVAL, GROUPS, Alt
+from analyzer._signal_sql import GROUPS, WITH_INTERVAL, Alt
 from analyzer.parsers.base import TS, table
 
 F = pl.Float64
@@ -227,9 +227,7 @@ def build(
         cpus = _cpu_count(con)
     source_rows.append(("cpus", "bundle" if cpus else None, None, "bundle.cpus, else mpstat CPUs"))
 
-    subs = {
-        g: _expanded(f"SELECT * FROM {t}", GROUPS[g][0], g in _WITH_INTERVAL) for g, t in chosen
-    }
+    subs = {g: _expanded(f"SELECT * FROM {t}", GROUPS[g][0], g in WITH_INTERVAL) for g, t in chosen}
     start, end = _data_wins(con, [t for _g, t in chosen], start, end, notes)
     lo, hi = _span(con, subs, start, end, [t for _g, t in chosen])
     con.sql("DROP TABLE IF EXISTS signals")

@@ -76,7 +76,7 @@ class Context:
         return int(self.signals["gpu_count"].max())  # type: ignore[arg-type]
 
     # -- statistics ---------------------------------------------------------------------
-    def _ts(self) -> tuple[pl.Series, list[int]]:
+    def ts_us(self) -> tuple[pl.Series, list[int]]:
         """Signals ts as epoch microseconds: a series and a list (cached; for binary search)."""
         if "_ts_us" not in self.cache:
             us = self.signals["ts"].dt.epoch("us").cast(pl.Int64)
@@ -88,11 +88,11 @@ class Context:
 
         O(n log w): each second finds the last window starting at or before it.
         """
-        ts, _ = self._ts()
+        ts, _ = self.ts_us()
         if not windows or ts.len() == 0:
             return pl.Series("m", [False] * ts.len(), dtype=pl.Boolean)
         pad = int(pad_s * 1e6)
-        w = sorted((_us(a) - pad, _us(b) + pad) for a, b in windows)
+        w = sorted((epoch_us(a) - pad, epoch_us(b) + pad) for a, b in windows)
         starts = pl.Series([x[0] for x in w], dtype=pl.Int64)
         ends = pl.Series(list(accumulate((x[1] for x in w), max)), dtype=pl.Int64)
         idx = starts.search_sorted(ts, side="right").cast(pl.Int64) - 1
@@ -100,10 +100,10 @@ class Context:
 
     def rows_in(self, w: Window, pad_s: float = 0.0) -> pl.DataFrame:
         """The signals rows of window ``w`` (a slice: ts is sorted)."""
-        _, ts = self._ts()
+        _, ts = self.ts_us()
         pad = int(pad_s * 1e6)
-        lo = bisect_left(ts, _us(w[0]) - pad)
-        hi = bisect_left(ts, _us(w[1]) + pad)
+        lo = bisect_left(ts, epoch_us(w[0]) - pad)
+        hi = bisect_left(ts, epoch_us(w[1]) + pad)
         return self.signals.slice(lo, max(hi - lo, 0))
 
     def baseline(
@@ -227,7 +227,7 @@ class Context:
         ]
 
 
-def _us(t: datetime) -> int:
+def epoch_us(t: datetime) -> int:
     return (
         int(t.timestamp() * 1_000_000)
         if t.microsecond == 0

@@ -32,7 +32,7 @@ from datetime import timedelta
 
 import polars as pl
 
-from analyzer.detectors._base import GPU_DIP, Context, _us
+from analyzer.detectors._base import GPU_DIP, Context, epoch_us
 from analyzer.intervals import Window
 
 CAUSES = ("xid", "io", "cpu_throttle", "cpu_contention", "cpu_loader", "memory", "power_thermal")
@@ -167,9 +167,9 @@ def segments(ctx: Context, bursts: list[Window]) -> list[Segment]:
         ctx.cache["dip_segments"] = []
         return []
     sc = cause_scores(ctx, bursts)
-    ts_us, _ = ctx._ts()
-    starts = pl.Series([_us(a) for a, _ in dips], dtype=pl.Int64)
-    ends = pl.Series([_us(b) for _, b in dips], dtype=pl.Int64)
+    ts_us, _ = ctx.ts_us()
+    starts = pl.Series([epoch_us(a) for a, _ in dips], dtype=pl.Int64)
+    ends = pl.Series([epoch_us(b) for _, b in dips], dtype=pl.Int64)
     idx = starts.search_sorted(ts_us, side="right").cast(pl.Int64) - 1
     inside = (idx >= 0) & (ts_us < ends.gather(idx.clip(lower_bound=0)))
     best = pl.max_horizontal(CAUSES)

@@ -26,7 +26,7 @@ import polars as pl
 
 from analyzer import intervals
 from analyzer.detectors import _dips
-from analyzer.detectors._base import GPU_DIP, Context, _us, gpu_loss_severity, r, span, worst
+from analyzer.detectors._base import GPU_DIP, Context, epoch_us, gpu_loss_severity, r, span, worst
 from analyzer.detectors._who import by_command, with_identity
 from analyzer.findings import Evidence, Finding, NotEvaluated
 from analyzer.intervals import Window, overlap_s, periodicity
@@ -153,9 +153,9 @@ def per_window(ctx: Context, windows: list[Window], expr: pl.Expr, how: str) -> 
     disjoint), in one pass: each row finds its window by binary search."""
     if not windows:
         return []
-    ts, _ = ctx._ts()
-    starts = pl.Series([_us(a) for a, _ in windows], dtype=pl.Int64)
-    ends = pl.Series([_us(b) for _, b in windows], dtype=pl.Int64)
+    ts, _ = ctx.ts_us()
+    starts = pl.Series([epoch_us(a) for a, _ in windows], dtype=pl.Int64)
+    ends = pl.Series([epoch_us(b) for _, b in windows], dtype=pl.Int64)
     idx = starts.search_sorted(ts, side="right").cast(pl.Int64) - 1
     inside = (idx >= 0) & (ts < ends.gather(idx.clip(lower_bound=0)))
     got = (
@@ -411,13 +411,15 @@ def page_cache_text(facts: dict) -> str | None:
     mb = facts["page_cache_mb"]
     if not mb or mb < T["min_written_kb"] / 1024:
         return None
-    return f"{_gb(mb)} into the page cache at up to {facts['page_cache_peak_mb_s']:.0f} MB/s"
+    return f"{gb_text(mb)} into the page cache at up to {facts['page_cache_peak_mb_s']:.0f} MB/s"
 
 
 def burst_text(facts: dict, base: dict) -> str:
     """'1.5 GB into the page cache at up to 371 MB/s, then 1.5 GB written to disk at up
     to 1488 MB/s with w_await up to 60 ms (capture median 0.1 ms) and aqu-sz up to 23'."""
-    disk = f"{_gb(facts['disk_mb'])} written to disk at up to {facts['disk_peak_mb_s']:.0f} MB/s"
+    disk = (
+        f"{gb_text(facts['disk_mb'])} written to disk at up to {facts['disk_peak_mb_s']:.0f} MB/s"
+    )
     if facts["w_await_max_ms"] is not None:
         disk += f" with w_await up to {facts['w_await_max_ms']:.0f} ms"
         if base.get("disk_w_await_max_ms") is not None:
@@ -443,7 +445,7 @@ def gpu_text(ctx: Context, w: Window, near: list[Window], lost: float | None) ->
     return f"GPU utilisation stayed near its {gbase:.0f}% baseline: the job did not wait for it."
 
 
-def _gb(mb: float) -> str:
+def gb_text(mb: float) -> str:
     return f"{mb / 1024:.2f} GB" if mb >= 1024 else f"{mb:.0f} MB"
 
 

@@ -317,7 +317,7 @@ def _summary(
     facts = checkpoint_stall.burst_facts(ctx, w)
     pc = checkpoint_stall.page_cache_text(facts)
     wrote = (
-        f"{checkpoint_stall._gb((s['wkb_mean'] or 0) * s['n'] / 1024)} written to {dev} at up to "
+        f"{checkpoint_stall.gb_text((s['wkb_mean'] or 0) * s['n'] / 1024)} written to {dev} at up to "
         f"{(s['wkb_max'] or 0) / 1024:.0f} MB/s"
     )
     return (
@@ -334,7 +334,7 @@ def _burst_note(ctx: Context, bursts: list[Window]) -> str:
         facts = checkpoint_stall.burst_facts(ctx, b)
         pc = checkpoint_stall.page_cache_text(facts)
         disk = (
-            f"{checkpoint_stall._gb(facts['disk_mb'])} written at up to "
+            f"{checkpoint_stall.gb_text(facts['disk_mb'])} written at up to "
             f"{facts['disk_peak_mb_s']:.0f} MB/s"
         )
         out += f" It includes a one-off write burst at {span(b)}: {pc + ', then ' if pc else ''}{disk}."

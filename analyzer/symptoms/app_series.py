@@ -47,7 +47,7 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import HindsightError
-from analyzer.parse_stage import _coverage_fields
+from analyzer.parse_stage import coverage_fields
 from analyzer.parsers._read import read_lines
 from analyzer.parsers._sysstat import local_to_utc, resolve_tz
 from analyzer.parsers.base import TS, Coverage
@@ -149,7 +149,7 @@ def collectors_row(s: AppSeries) -> dict:
         "tool": s.tool,
         "status": status,
         "bytes": s.path.stat().st_size,
-        **_coverage_fields(cov),
+        **coverage_fields(cov),
         "reason": None if cov.parsed else "no record could be used",
         "tables": "app_series" if s.frame.height else None,
     }
