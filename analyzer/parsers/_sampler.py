@@ -16,7 +16,9 @@ kernel files line by line, each prefixed with the sample time and the path read:
 Everything here is vectorized polars: use :func:`split_sampler` on the ``line`` column of
 ``_read.read_lines`` to get ``s_ok`` (bool), ``ts`` (UTC, microseconds), ``path``,
 ``path_dir``, ``path_file`` and ``raw``; :func:`sampler_share` scores a head for sniffing.
-:func:`tally` turns a per-line reason column into ``Coverage`` counts.
+:func:`sampler_runs` gives the same for the lines of a `_blocks.Block`, working once per
+record (the parsers use it). :func:`tally` turns a per-line reason column into
+``Coverage`` counts.
 
 This module is used by the cgroup, meminfo and proc_vmstat parsers; the PSI parser may
 import it too. Keep it free of tool-specific knowledge.
@@ -81,6 +83,52 @@ def split_sampler(lf: pl.LazyFrame, line: str = "line") -> pl.LazyFrame:
         raw=pl.when(ok).then(pl.col("_r").fill_null("")),
     )
     return lf.with_columns(path_parts(pl.col("path"))).drop("_s", "_e", "_p", "_r")
+
+
+def sampler_runs(lines: pl.DataFrame, **by_path: pl.Expr) -> pl.DataFrame:
+    """``lines`` (``line_no``, ``line``) with the columns of :func:`split_sampler`, found
+    once per run of lines with the same ``<epoch> <path>`` prefix (the lines of one record),
+    the time once per run of equal epochs and the path facts once per distinct path.
+
+    Adds ``s_ok``, ``ts``, ``body`` (the kernel line: ``raw`` of a sampler line, else the
+    whole line) and the ``by_path`` columns, expressions over ``path``, ``path_dir`` and
+    ``path_file`` (NULL when not ``s_ok``).
+    """
+    parts = lines.get_column("line").str.splitn(" ", 3).struct.unnest()
+    e, p = parts.get_column("field_0"), parts.get_column("field_1")
+    new_e = e.ne_missing(e.shift(1))
+    first = new_e | p.ne_missing(p.shift(1))
+    if first.len():
+        new_e[0] = first[0] = True
+    run = (first.cum_sum() - 1).cast(pl.UInt32)
+    ep = pl.col("e")
+    epochs = pl.DataFrame({"e": e.filter(new_e)}).select(
+        e_ok=ep.str.contains(EPOCH_TOKEN), ts=epoch_to_ts(ep)
+    )
+    at = (new_e.cum_sum() - 1).filter(first)
+    heads = pl.DataFrame({"p": p.filter(first)}).with_columns(
+        epochs.get_column("e_ok").gather(at), epochs.get_column("ts").gather(at)
+    )
+    path = pl.col("p").str.replace_all(r"\040", " ", literal=True)
+    paths = (
+        pl.DataFrame({"p": heads.get_column("p").unique().drop_nulls()})
+        .filter(pl.col("p").str.starts_with("/"))
+        .with_columns(path=path)
+        .with_columns(path_parts(pl.col("path")))
+        .select("p", **by_path)
+    )
+    heads = heads.join(paths, on="p", how="left", maintain_order="left")
+    ok = pl.col("e_ok") & pl.col("p").str.starts_with("/").fill_null(False)
+    heads = heads.select(
+        s_ok=ok, ts=pl.when(ok).then("ts"), **{n: pl.when(ok).then(n) for n in by_path}
+    )
+    s_ok = heads.get_column("s_ok").gather(run)
+    raw = parts.get_column("field_2").fill_null("")
+    return lines.with_columns(
+        s_ok,
+        *(heads.get_column(c).gather(run) for c in heads.columns[1:]),
+        body=pl.when(s_ok).then(raw).otherwise(pl.col("line")),
+    )
 
 
 def path_parts(path: pl.Expr) -> list[pl.Expr]:

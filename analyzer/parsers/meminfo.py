@@ -36,8 +36,8 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import ParseError
+from analyzer.parsers import _blocks
 from analyzer.parsers import _sampler as smp
-from analyzer.parsers import _sampler_stream as st
 from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult, table
 
 TABLES = {
@@ -69,77 +69,69 @@ def sniff(head: str, name: str) -> float:
 
 
 def parse(path: Path, ctx: ParseContext) -> ParseResult:
-    """Parse a meminfo snapshot or sampler series (see module doc).
-
-    Read in chunks (:mod:`._sampler_stream`): well-formed sampler lines are typed from
-    CSV fields, all others go through the line expressions of :func:`_rest_rows`.
-    """
+    """Parse a meminfo snapshot or sampler series (see module doc), block by block
+    (`_blocks.Blocks`); each block's rows go to ``ctx.sink`` when there is one."""
     cov = Coverage()
-    out = st.Output(path, ctx.sink, TABLES)
+    out = _blocks.Rows(ctx, TABLES)
     timeless = False
-    for chunk in st.iter_chunks(path, st.chunk_size(path)):
-        rows = _chunk_rows(chunk, ctx, cov)
+    for block in _blocks.Blocks(path):
+        rows = _rows(block.lines, ctx, cov)
         timeless = timeless or bool(rows["ts"].null_count())
-        out.emit({"meminfo": rows}, cov.parsed)
+        if cov.parsed:  # a file that then fails with ParseError has sent nothing
+            out.put({"meminfo": rows})
     if cov.parsed == 0 and cov.n_skipped > 0:
         raise ParseError(f"{path.name}: no /proc/meminfo line found")
     if timeless:
         cov.notes.append("snapshot without timestamp: ts is NULL")
-    return ParseResult(tables=out.result(), coverage=cov)
+    return ParseResult(tables=out.tables({"meminfo": pl.DataFrame()}), coverage=cov)
 
 
-_FIELDS = {
-    "e": pl.String(),
-    "p": pl.String(),
-    "k": pl.String(),
-    "v": pl.Int64(),
-    "u": pl.String(),
-    "x": pl.String(),
-}
-
-
-def _chunk_rows(chunk: st.Chunk, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
-    """The meminfo rows of one chunk (``line_no`` first), its lines counted into ``cov``."""
-    return st.key_value_rows(
-        chunk, ctx, cov, schema=_FIELDS, file="meminfo", key_re=r"^[A-Za-z][A-Za-z0-9_()]*:$",
-        forbid=b"+-", pad_after_colon=True, rest=_rest_rows,
-        extra_ok=lambda f: f.get_column("u").is_null() | f.get_column("u").eq("kB"),
-        columns={"key": pl.col("k").str.head(-1),
-                 "value_kb": pl.when(pl.col("u").is_not_null()).then(pl.col("v")),
-                 "count": pl.when(pl.col("u").is_null()).then(pl.col("v"))},
-    )  # fmt: skip
-
-
-def _rest_rows(lines: pl.LazyFrame, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
-    """Rows from text lines (``line_no``, ``line``): any input, raw or sampled."""
-    lf = smp.split_sampler(lines)
-    body = pl.when(pl.col("s_ok")).then(pl.col("raw")).otherwise(pl.col("line"))
-    g = body.str.extract_groups(LINE_RE)
-    node_from_path = pl.col("path").str.extract(r"/node(\d+)/meminfo$", 1)
-    tok = lf.with_columns(
-        node=pl.coalesce(g.struct.field("1"), node_from_path),
-        key=g.struct.field("2"),
-        value=g.struct.field("3"),
-        unit=g.struct.field("4"),
-        long=pl.col("line").str.len_bytes() > ctx.max_line_bytes,
-    ).with_columns(
-        why=pl.when(pl.col("long"))
+def _rows(lines: pl.DataFrame, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
+    """The meminfo rows of one block's lines (``line_no``, ``line``), lines counted."""
+    df = smp.sampler_runs(
+        lines,
+        other=pl.col("path_file") != "meminfo",
+        path_node=pl.col("path").str.extract(r"/node(\d+)/meminfo$", 1),
+    )
+    body = pl.col("body")
+    long = pl.col("line").str.len_bytes() > ctx.max_line_bytes
+    df = df.with_columns(ok=body.str.contains(LINE_RE) & ~long & ~pl.col("other").fill_null(False))
+    rest = df.filter(~pl.col("ok"))
+    why = (
+        pl.when(long)
         .then(pl.lit(smp.reason("skipped", "line too long")))
         .when(body.str.strip_chars() == "")
         .then(pl.lit(smp.reason("structure", "blank")))
-        .when(pl.col("s_ok") & ~pl.col("path_file").eq("meminfo"))
+        .when(pl.col("other"))
         .then(pl.lit(smp.reason("skipped", "sampler line of another file")))
-        .when(pl.col("key").is_null())
-        .then(pl.lit(smp.reason("skipped", "not a meminfo line")))
+        .otherwise(pl.lit(smp.reason("skipped", "not a meminfo line")))
     )
-    df = tok.select("line_no", "ts", "node", "key", "value", "unit", "why").collect()
-    smp.tally(cov, df)
-    value = pl.col("value").cast(pl.Int64, strict=False)
-    return df.filter(pl.col("why").is_null()).select(
-        "line_no",
+    smp.tally(cov, rest.select(why=why))
+    df = df.filter("ok")
+    smp.count(cov, None, df.height)
+    if df.get_column("body").str.starts_with("Node ").any():  # per-node files: "Node 1 Key: ..."
+        split, numa = body.str.splitn(" ", 3), body.str.starts_with("Node ")
+        df = df.with_columns(
+            path_node=pl.when(numa).then(split.struct.field("field_1")).otherwise("path_node"),
+            body=pl.when(numa).then(split.struct.field("field_2")).otherwise(body),
+        )
+    # the line matched LINE_RE: the key ends at the first colon, the value is the digits
+    df = df.with_columns(colon=body.str.find(":", literal=True))
+    colon = pl.col("colon")
+    df = df.with_columns(
+        key=body.str.head(colon), value=body.str.slice(colon + 1).str.strip_chars()
+    )
+    df = df.with_columns(
+        unit=pl.col("value").str.ends_with("kB"),
+        value=pl.col("value")
+        .str.strip_suffix("kB")
+        .str.strip_chars_end()
+        .cast(pl.Int64, strict=False),
+    )
+    return df.select(
         "ts",
-        pl.col("node").cast(pl.Int32, strict=False),
         "key",
-        value_kb=pl.when(pl.col("unit").is_not_null()).then(value),
-        count=pl.when(pl.col("unit").is_null()).then(value),
+        node=pl.col("path_node").cast(pl.Int32, strict=False),
+        value_kb=pl.when("unit").then("value"),
+        count=pl.when(~pl.col("unit")).then("value"),
     )

@@ -40,8 +40,8 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import ParseError
+from analyzer.parsers import _blocks
 from analyzer.parsers import _sampler as smp
-from analyzer.parsers import _sampler_stream as st
 from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult, table
 
 TABLES = {
@@ -89,35 +89,31 @@ def sniff(head: str, name: str) -> float:
 
 
 def parse(path: Path, ctx: ParseContext) -> ParseResult:
-    """Parse a /proc/vmstat snapshot or sampler series (see module doc).
-
-    Read in chunks (:mod:`._sampler_stream`): well-formed sampler lines are typed from
-    CSV fields, all others go through the line expressions of :func:`_rest_rows`; the
-    last sample of every (node, key) carries over to the next chunk for the rates.
-    """
+    """Parse a /proc/vmstat snapshot or sampler series (see module doc), block by block
+    (`_blocks.Blocks`); each block's rows go to ``ctx.sink`` when there is one. The last
+    sample of every (node, key) carries over to the next block for the rates."""
     cov = Coverage()
-    out = st.Output(path, ctx.sink, TABLES)
+    out = _blocks.Rows(ctx, TABLES)
     prev = pl.DataFrame(schema=_ROW)
     resets, timeless = 0, False
-    for chunk in st.iter_chunks(path, st.chunk_size(path)):
-        rows = _chunk_rows(chunk, ctx, cov).filter(pl.col("value").is_not_null())
+    for block in _blocks.Blocks(path):
+        rows = _rows(block.lines, ctx, cov).filter(pl.col("value").is_not_null())
         rows = rows.with_columns(counter=is_counter(pl.col("key")))
         rows, prev, n = _rates(rows, prev)
         resets += n
         timeless = timeless or bool(rows["ts"].null_count())
-        out.emit({"proc_vmstat": rows}, cov.parsed)
+        if cov.parsed:  # a file that then fails with ParseError has sent nothing
+            out.put({"proc_vmstat": rows})
     if cov.parsed == 0 and cov.n_skipped > 0:
         raise ParseError(f"{path.name}: no /proc/vmstat line found")
     if resets:
         cov.notes.append(f"{resets} counter reset(s) (value went down): rate_per_s NULL there")
     if timeless:
         cov.notes.append("snapshot without timestamp: ts is NULL, no rates")
-    return ParseResult(tables=out.result(), coverage=cov)
+    return ParseResult(tables=out.tables({"proc_vmstat": pl.DataFrame()}), coverage=cov)
 
 
-_FIELDS = {"e": pl.String(), "p": pl.String(), "k": pl.String(), "v": pl.Int64(), "x": pl.String()}
 _ROW = {
-    "line_no": pl.UInt32(),
     "ts": TS,
     "node": pl.Int32(),
     "key": pl.String(),
@@ -126,41 +122,35 @@ _ROW = {
 }
 
 
-def _chunk_rows(chunk: st.Chunk, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
-    """Rows (line_no, ts, node, key, value) of one chunk, its lines counted into ``cov``."""
-    return st.key_value_rows(
-        chunk, ctx, cov, schema=_FIELDS, file="vmstat", key_re=r"^[a-z][a-z0-9_]*$",
-        forbid=b"+", rest=_rest_rows, columns={"key": pl.col("k"), "value": pl.col("v")},
-    )  # fmt: skip
-
-
-def _rest_rows(lines: pl.LazyFrame, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
-    """Rows from text lines (``line_no``, ``line``): any input, raw or sampled."""
-    lf = smp.split_sampler(lines)
-    body = pl.when(pl.col("s_ok")).then(pl.col("raw")).otherwise(pl.col("line"))
-    g = body.str.extract_groups(LINE_RE)
-    tok = lf.with_columns(
-        node=pl.col("path").str.extract(r"/node(\d+)/vmstat$", 1),
-        key=g.struct.field("1"),
-        value=g.struct.field("2"),
-    ).with_columns(
-        why=pl.when(pl.col("line").str.len_bytes() > ctx.max_line_bytes)
+def _rows(lines: pl.DataFrame, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
+    """Rows (ts, node, key, value) of one block's lines (``line_no``, ``line``), lines counted."""
+    df = smp.sampler_runs(
+        lines,
+        other=pl.col("path_file") != "vmstat",
+        node=pl.col("path").str.extract(r"/node(\d+)/vmstat$", 1).cast(pl.Int32, strict=False),
+    )
+    body = pl.col("body")
+    long = pl.col("line").str.len_bytes() > ctx.max_line_bytes
+    df = df.with_columns(ok=body.str.contains(LINE_RE) & ~long & ~pl.col("other").fill_null(False))
+    why = (
+        pl.when(long)
         .then(pl.lit(smp.reason("skipped", "line too long")))
         .when(body.str.strip_chars() == "")
         .then(pl.lit(smp.reason("structure", "blank")))
-        .when(pl.col("s_ok") & ~pl.col("path_file").eq("vmstat"))
+        .when(pl.col("other"))
         .then(pl.lit(smp.reason("skipped", "sampler line of another file")))
-        .when(pl.col("key").is_null())
-        .then(pl.lit(smp.reason("skipped", "not a /proc/vmstat line")))
+        .otherwise(pl.lit(smp.reason("skipped", "not a /proc/vmstat line")))
     )
-    df = tok.select("line_no", "ts", "node", "key", "value", "why").collect()
-    smp.tally(cov, df)
-    return df.filter(pl.col("why").is_null()).select(
-        "line_no",
+    smp.tally(cov, df.filter(~pl.col("ok")).select(why=why))
+    df = df.filter("ok")
+    smp.count(cov, None, df.height)
+    df = df.with_columns(space=body.str.find(" ", literal=True))  # LINE_RE: "<key> <value>"
+    space = pl.col("space")
+    return df.select(
         "ts",
-        pl.col("node").cast(pl.Int32, strict=False),
-        "key",
-        pl.col("value").cast(pl.Int64, strict=False),
+        "node",
+        key=body.str.head(space),
+        value=body.str.slice(space + 1).str.strip_chars_end().cast(pl.Int64, strict=False),
     )
 
 

@@ -21,7 +21,11 @@ from analyzer.parsers.base import ParseResult
 def fixture_of(golden: Path) -> Path:
     """The fixture a ``<name>.expected.json`` describes: ``<name>.<ext>`` beside it."""
     stem = golden.name.removesuffix(".expected.json")
-    (match,) = [p for p in golden.parent.iterdir() if p.name.startswith(stem + ".") and p != golden]
+    (match,) = [
+        p
+        for p in golden.parent.iterdir()
+        if p.name.startswith(stem + ".") and p != golden and not p.name.endswith(".golden.json")
+    ]
     return match
 
 

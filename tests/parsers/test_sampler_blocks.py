@@ -1,9 +1,9 @@
-"""Chunked reading of the sampler files (cgroup, meminfo, proc_vmstat): analyzer/parsers/_sampler_stream.py.
+"""The sampler files (cgroup, meminfo, proc_vmstat) read block by block (`_blocks.Blocks`).
 
-Oracles: (1) one chunk for the whole file, rows returned - what the parsers did before
-they streamed; (2) the regular line expressions alone (the fast CSV path switched off).
-Inputs are real: the parsers' fixtures, sampler series built from fixture lines, the
-real H200 capture's and a synth bundle's sampler files, and hostile edits of them.
+Oracle: the same file read as one block, rows returned. Inputs are real: the parsers'
+fixtures, sampler series built from fixture lines, the real H200 capture's and a synth
+bundle's sampler files, and hostile edits of them (CRLF, NUL, Latin-1, tabs, signs,
+overflow, runs of spaces, blank lines, extra words, cut lines).
 """
 
 from __future__ import annotations
@@ -11,16 +11,15 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
-from polars.testing import assert_frame_equal
+from blockwise import assert_same_as_one_block
+from blockwise import parse as parse_in_blocks
 
 from analyzer import store as store_module
 from analyzer.errors import ParseError
-from analyzer.parsers import PARSERS, base
-from analyzer.parsers import _cgroup_build as cgb
-from analyzer.parsers import _sampler as smp
-from analyzer.parsers import _sampler_stream as st
+from analyzer.parsers import PARSERS, _blocks, base, cgroup
 from analyzer.pipeline import Options, run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,8 +95,8 @@ def _built(tmp: Path) -> list[tuple[str, Path]]:
 
 
 def _hostile(tmp: Path, inputs: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
-    """Edits of each input that the CSV path must hand to the line expressions."""
-    edits = {  # one trait each: clean chunks keep the CSV path for their other lines
+    """Edits of each input, one trait each (the other lines stay well-formed)."""
+    edits = {
         "crlf": lambda b: b.replace(b"\n", b"\r\n"),
         "nul": lambda b: b.replace(b" 0\n", b" 0\x00\n", 3),
         "latin1": lambda b: b.replace(b"\n", b"\n\xe9t\xe9 1\n", 1),
@@ -127,13 +126,9 @@ def _hostile(tmp: Path, inputs: list[tuple[str, Path]]) -> list[tuple[str, Path]
 def _fixtures() -> list[tuple[str, Path]]:
     return [
         (tool, p)
-        for tool, d in (
-            ("cgroup", "cgroup"),
-            ("proc_meminfo", "proc_meminfo"),
-            ("proc_vmstat", "proc_vmstat"),
-        )
-        for p in sorted((FIX / d).iterdir())
-        if p.suffix not in (".json", ".md")
+        for tool in TOOLS
+        for p in sorted((FIX / tool).iterdir())
+        if not p.name.endswith((".json", ".md"))
     ]
 
 
@@ -147,114 +142,39 @@ def _head(src: Path, tmp: Path, size: int) -> Path:
 
 @pytest.fixture(scope="module")
 def whole(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, Path]]:
-    """Whole real and synth sampler files, built series and the fixtures."""
+    """Whole real and synth sampler files and the built series."""
     tmp = tmp_path_factory.mktemp("sampler-whole")
-    return _fixtures() + _series(tmp) + _built(tmp)
+    return _series(tmp) + _built(tmp)
 
 
 @pytest.fixture(scope="module")
 def inputs(
     whole: list[tuple[str, Path]], tmp_path_factory: pytest.TempPathFactory
 ) -> list[tuple[str, Path]]:
-    """Small inputs for many chunks: fixtures, heads of the series, hostile edits."""
+    """Small inputs for many blocks: fixtures, heads of the series, hostile edits."""
     tmp = tmp_path_factory.mktemp("sampler-inputs")
-    series = [(tool, _head(p, tmp, 40_000)) for tool, p in whole if p.suffix == ".out"]
+    series = [(tool, _head(p, tmp, 40_000)) for tool, p in whole]
     return _fixtures() + series + _hostile(tmp, series)
 
 
-def _parse(tool: str, path: Path, stream: bool) -> tuple[dict[str, pl.DataFrame], dict] | str:
-    """Tables (rows in emission order) and coverage of one parse; the error text if any."""
-    got: dict[str, list[pl.DataFrame]] = {}
-
-    def sink(name: str, frame: pl.DataFrame) -> None:
-        got.setdefault(name, []).append(frame)
-
-    ctx = base.ParseContext(file_name=path.name, sink=sink if stream else None)
-    try:
-        res = PARSERS[tool].parse(path, ctx)
-    except ParseError as e:
-        return str(e)
-    res.coverage.check()
-    for name, frame in res.tables.items():
-        sink(name, frame.lazy().collect())
-    tables = {
-        n: pl.concat([PARSERS[tool].TABLES[n].conform(f).collect() for f in fs])
-        for n, fs in got.items()
-    }
-    cov = res.coverage
-    return tables, {
-        "total": cov.total,
-        "parsed": cov.parsed,
-        "structure": cov.structure,
-        "skipped": cov.skipped,
-        "notes": cov.notes,
-        "meta": dict(res.meta),
-    }
-
-
-def _same(a: tuple | str, b: tuple | str, what: str) -> None:
-    if isinstance(a, str) or isinstance(b, str):
-        assert a == b, what
-        return
-    assert a[1] == b[1], what
-    assert list(a[0]) == list(b[0]), what
-    for name in a[0]:
-        try:
-            assert_frame_equal(a[0][name], b[0][name])
-        except AssertionError as e:
-            raise AssertionError(f"{what} {name}: {e}") from None
-
-
-def test_small_chunks_give_the_whole_file_tables_and_coverage(
+def test_small_blocks_give_the_whole_file_tables_and_coverage(
     inputs: list[tuple[str, Path]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    whole = [_parse(tool, p, stream=False) for tool, p in inputs]
-    monkeypatch.setattr(st, "MIN_STREAM_BYTES", 0)
-    for chunk in (1000, 8192):  # cuts records (a sample's lines) anywhere
-        monkeypatch.setattr(st, "CHUNK_BYTES", chunk)
-        for (tool, p), expected in zip(inputs, whole, strict=True):
-            _same(_parse(tool, p, stream=True), expected, f"{tool} {p.name} chunk={chunk}")
-
-
-def test_csv_path_gives_what_the_line_expressions_give(
-    whole: list[tuple[str, Path]], inputs: list[tuple[str, Path]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cases = whole + inputs
-    fast = [_parse(tool, p, stream=False) for tool, p in cases]
-    monkeypatch.setattr(st, "is_clean", lambda *a, **k: False)
-    for (tool, p), got in zip(cases, fast, strict=True):
-        _same(got, _parse(tool, p, stream=False), f"{tool} {p.name}")
-
-
-def test_clean_sampler_lines_take_the_csv_path(
-    whole: list[tuple[str, Path]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    rest = {"lines": 0}
-    real = smp.tally
-
-    def counting(coverage: base.Coverage, frame: pl.DataFrame, col: str = "why") -> None:
-        rest["lines"] += frame.height  # only the line expressions tally a frame
-        real(coverage, frame, col)
-
-    monkeypatch.setattr(smp, "tally", counting)
-    total = 0
-    for tool, p in whole:
-        if p.suffix != ".out":
+    for tool, p in inputs:
+        module = PARSERS[tool]
+        try:
+            parse_in_blocks(module, p, None, monkeypatch)
+        except ParseError:  # then every block size fails the same way
+            with pytest.raises(ParseError):
+                parse_in_blocks(module, p, 1000, monkeypatch)
             continue
-        rest["lines"] = 0
-        res = _parse(tool, p, stream=False)
-        assert not isinstance(res, str)
-        total += res[1]["total"]
-        # every line but cpu.max (one per built cgroup sample) takes the CSV path
-        assert rest["lines"] == (12 if p.name == "built-cgroup.out" else 0), p.name
-    assert total > 100_000
+        assert_same_as_one_block(module, p, (1000, 8192), monkeypatch)  # cuts records anywhere
 
 
-def test_big_file_rows_reach_the_sink_chunk_by_chunk(
+def test_big_file_rows_reach_the_sink_block_by_block(
     whole: list[tuple[str, Path]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(st, "MIN_STREAM_BYTES", 0)
-    monkeypatch.setattr(st, "CHUNK_BYTES", 8192)
+    monkeypatch.setattr(_blocks, "CHUNK_BYTES", 8192)
     for tool, path in whole:
         if not path.name.startswith("h200"):
             continue
@@ -263,58 +183,58 @@ def test_big_file_rows_reach_the_sink_chunk_by_chunk(
         def sink(name: str, frame: pl.DataFrame, calls: list = calls) -> None:
             calls.append((name, frame.height))
 
-        ctx = base.ParseContext(file_name=path.name, sink=sink)
-        res = PARSERS[tool].parse(path, ctx)
+        res = PARSERS[tool].parse(path, base.ParseContext(file_name=path.name, sink=sink))
         assert res.tables == {}
         assert len(calls) > 10
         assert sum(n for _, n in calls) >= res.coverage.parsed * (tool != "cgroup")
         first = [n for n, _ in calls][: len(PARSERS[tool].TABLES)]
-        assert first == list(PARSERS[tool].TABLES)  # declared order, as before streaming
+        assert first == list(PARSERS[tool].TABLES)  # declared order
 
 
-def test_cgroup_rows_of_one_sample_stay_one_row_across_a_chunk_cut(
+def test_cgroup_rows_of_one_sample_stay_one_row_across_a_block_cut(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lines = [f"1764424800.5 {CG}/a/memory.current 1", f"1764424800.5 {CG}/a/memory.events oom 2"]
     lines += [f"1764424801.5 {CG}/a/memory.current 3", f"1764424801.5 {CG}/a/memory.events oom 4"]
     p = tmp_path / "cgroup.out"
     p.write_text("\n".join(lines) + "\n")
-    monkeypatch.setattr(st, "MIN_STREAM_BYTES", 0)
-    monkeypatch.setattr(st, "CHUNK_BYTES", len(lines[0]) + 5)  # one line per chunk
-    res = _parse("cgroup", p, stream=True)
-    assert not isinstance(res, str)
-    mem = res[0]["cgroup_memory"]
+    tables, _, _ = parse_in_blocks(cgroup, p, len(lines[0]) + 5, monkeypatch)  # a line a block
+    mem = tables["cgroup_memory"]
     assert mem.select("current_bytes", "events_oom").rows() == [(1, 2), (3, 4)]
 
 
 def test_a_sampler_parse_failing_midway_leaves_no_streamed_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(st, "MIN_STREAM_BYTES", 0)
-    monkeypatch.setattr(st, "CHUNK_BYTES", 16384)
+    blocks = _blocks.Blocks
+
+    def small(path: Path, *args: object, **kw: object) -> _blocks.Blocks:
+        if path.name == "cgroup.out":  # only cgroup.out in small blocks
+            kw["chunk_bytes"] = 16384
+        return blocks(path, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_blocks, "Blocks", small)
     monkeypatch.setattr(store_module, "BULK_ROWS", 1)  # streamed rows reach DuckDB at once
-    real = cgb.Builder.add
+    real = cgroup._Builder.tables
     calls = {"n": 0}
 
-    def flaky(self: cgb.Builder, tok: pl.DataFrame, final: bool = False) -> dict[str, pl.DataFrame]:
+    def flaky(self: cgroup._Builder, tok: pl.DataFrame, final: bool) -> dict[str, pl.DataFrame]:
         calls["n"] += 1
         if calls["n"] == 3:
             raise RuntimeError("injected failure")
         return real(self, tok, final)
 
-    monkeypatch.setattr(cgb.Builder, "add", flaky)
+    monkeypatch.setattr(cgroup._Builder, "tables", flaky)
     db = tmp_path / "failed.duckdb"
     result = run(SAMPLES / "h200-checkpoint-stall.tgz", Options(report=None, db=db))
     failed = [r for r in result.collectors if r["status"] == "failed"]
     assert [r["file"] for r in failed] == ["series/cgroup.out"]
-    import duckdb
-
     con = duckdb.connect(str(db), read_only=True)
     try:
         have = {
             r[0] for r in con.sql("SELECT table_name FROM information_schema.tables").fetchall()
         }
-        written = [t for t in PARSERS["cgroup"].TABLES if t in have]
+        written = [t for t in cgroup.TABLES if t in have]
         assert written  # rows were streamed before the failure...
         for table in written:  # ...and none of them is left
             q = f"SELECT count(*) FROM {table} WHERE source_file = 'series/cgroup.out'"
@@ -324,24 +244,23 @@ def test_a_sampler_parse_failing_midway_leaves_no_streamed_rows(
     assert calls["n"] == 3
 
 
-def test_time_going_back_across_a_chunk_cut_loses_no_line(
+def test_time_going_back_across_a_block_cut_loses_no_line(
     whole: list[tuple[str, Path]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A clock step back: the second half of a file written again after its first half.
-    Chunks may then build wide rows and deltas differently (documented), but every line
-    is accounted for exactly as in one chunk and nothing fails."""
-    monkeypatch.setattr(st, "MIN_STREAM_BYTES", 0)
+    Blocks may then build wide rows and deltas differently (documented), but every line
+    is accounted for exactly as in one block and nothing fails."""
     for tool, src in whole:
         if not src.name.startswith("built-"):
             continue
         lines = src.read_bytes().splitlines(keepends=True)
         p = tmp_path / src.name
         p.write_bytes(b"".join(lines[len(lines) // 2 :] + lines))
-        monkeypatch.setattr(st, "CHUNK_BYTES", 1 << 30)
-        one = _parse(tool, p, stream=True)
-        monkeypatch.setattr(st, "CHUNK_BYTES", 2000)
-        many = _parse(tool, p, stream=True)
-        assert not isinstance(one, str) and not isinstance(many, str)
-        assert {k: v for k, v in one[1].items() if k != "notes"} == {
-            k: v for k, v in many[1].items() if k != "notes"
-        }
+        _, one, _ = parse_in_blocks(PARSERS[tool], p, None, monkeypatch)
+        _, many, _ = parse_in_blocks(PARSERS[tool], p, 2000, monkeypatch)
+        assert (one.total, one.parsed, one.structure, one.skipped) == (
+            many.total,
+            many.parsed,
+            many.structure,
+            many.skipped,
+        )
