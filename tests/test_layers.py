@@ -22,25 +22,7 @@ PACKAGES = ("analyzer", "reports")
 COMPOSITION_ROOTS = frozenset({"analyzer.cli"})
 
 # issue #17: the one-engine parser refactor removes these
-KNOWN_PARSER_CYCLES: frozenset[frozenset[str]] = frozenset(
-    {
-        frozenset(
-            {
-                "analyzer.parsers.iostat",
-                "analyzer.parsers._iostat_fast",
-                "analyzer.parsers._iostat_chunk",
-                "analyzer.parsers._iostat_rows",
-            }
-        ),
-        frozenset(
-            {
-                "analyzer.parsers._mpstat_fast",
-                "analyzer.parsers._mpstat_chunk",
-                "analyzer.parsers._mpstat_rows",
-            }
-        ),
-    }
-)
+KNOWN_PARSER_CYCLES: frozenset[frozenset[str]] = frozenset()
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -284,33 +266,7 @@ def test_private_uses_are_found_in_both_forms(tmp_path: Path) -> None:
 
 
 #: issue #17: what the per-tool rewrites still have to remove (the list only shrinks)
-KNOWN_PRIVATE_USES: frozenset[str] = frozenset(
-    {
-        "analyzer.parsers._iostat_json._COMPLETE",
-        "analyzer.parsers._iostat_json._DEVICE",
-        "analyzer.parsers._iostat_json._DISK",
-        "analyzer.parsers._iostat_json._casts",
-        "analyzer.parsers._iostat_json._cpu_rows",
-        "analyzer.parsers._iostat_json._disk_rows",
-        "analyzer.parsers._iostat_json._head_value",
-        "analyzer.parsers._iostat_json._keys",
-        "analyzer.parsers._iostat_json._kind",
-        "analyzer.parsers._iostat_json._meta",
-        "analyzer.parsers._iostat_json._order",
-        "analyzer.parsers._iostat_json._stamp",
-        "analyzer.parsers._iostat_rows._EVENTS",
-        "analyzer.parsers._iostat_rows._MARKS",
-        "analyzer.parsers._iostat_rows._RESETS",
-        "analyzer.parsers._iostat_rows._known",
-        "analyzer.parsers._psi_fast._KINDS",
-        "analyzer.parsers._snap_kv._NOISE",
-        "analyzer.parsers.iostat._MAX_LAYOUTS",
-        "analyzer.parsers.iostat._cpu_rows",
-        "analyzer.parsers.iostat._device_rows",
-        "analyzer.parsers.iostat._reports",
-        "analyzer.parsers.iostat._since_boot_skipped",
-    }
-)
+KNOWN_PRIVATE_USES: frozenset[str] = frozenset()
 
 
 def test_no_module_uses_another_modules_private_names() -> None:

@@ -1,9 +1,9 @@
 """Rows streamed by big-file parsers land in the store exactly once, or not at all.
 
-The real H200 capture is analysed with the mpstat/iostat fast path forced on (tiny chunks:
-mpstat streams its rows into DuckDB through ``ParseContext.sink``) and with it off; the
-stored tables must hold the same rows. A parser that fails after streaming some chunks
-leaves none of its rows behind.
+The real H200 capture is analysed twice: once read in tiny blocks (mpstat then streams
+its rows into DuckDB through ``ParseContext.sink``, a few frames per file) and once in the
+default blocks; the stored tables must hold the same rows. A parser that fails after
+streaming some blocks leaves none of its rows behind.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from analyzer import store as store_module
-from analyzer.parsers import _mpstat_fast, _sysstat_fast
+from analyzer.parsers import _blocks, mpstat
 from analyzer.pipeline import Options, run
 from analyzer.store import Store
 
@@ -41,35 +41,34 @@ def _analyse(tmp: Path, name: str) -> dict[str, list[tuple]]:
     return out
 
 
-def test_streamed_tables_equal_the_regular_ones(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(_sysstat_fast, "MIN_FAST_BYTES", 0)
-    monkeypatch.setattr(_sysstat_fast, "CHUNK_BYTES", 32768)
+def test_streamed_tables_equal_the_ones_read_in_default_blocks(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(_blocks, "CHUNK_BYTES", 32768)
     streamed = _analyse(tmp_path, "streamed")
-    monkeypatch.setattr(_sysstat_fast, "MIN_FAST_BYTES", 1 << 62)
-    regular = _analyse(tmp_path, "regular")
+    monkeypatch.undo()
+    whole = _analyse(tmp_path, "whole")
     assert streamed["mpstat_cpu"] and streamed["mpstat_irq"]
-    assert streamed == regular
+    assert streamed == whole
 
 
 def test_a_parser_failing_midway_leaves_no_streamed_rows(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(_sysstat_fast, "MIN_FAST_BYTES", 0)
-    monkeypatch.setattr(_sysstat_fast, "CHUNK_BYTES", 32768)
-    real = _mpstat_fast._finish_fast
+    monkeypatch.setattr(_blocks, "CHUNK_BYTES", 32768)
+    real = mpstat._block
     calls = {"n": 0}
 
-    def flaky(f, g, cx):  # the third chunk of the CPU table (series/mpstat.out) fails
-        calls["n"] += g.kind == "cpu"
-        if g.kind == "cpu" and calls["n"] == 3:
+    def flaky(block, f, cov):  # the third block of series/mpstat.out (about 9) fails
+        calls["n"] += f.path.name == "mpstat.out"
+        if f.path.name == "mpstat.out" and calls["n"] == 3:
             raise RuntimeError("injected failure")
-        return real(f, g, cx)
+        return real(block, f, cov)
 
-    monkeypatch.setattr(_mpstat_fast, "_finish_fast", flaky)
+    monkeypatch.setattr(mpstat, "_block", flaky)
     monkeypatch.setattr(store_module, "BULK_ROWS", 1)  # streamed rows reach DuckDB at once
     db = tmp_path / "failed.duckdb"
     result = run(SAMPLE, Options(report=None, db=db))
     failed = [r for r in result.collectors if r["status"] == "failed"]
     assert [r["file"] for r in failed] == ["series/mpstat.out"]
     assert "injected failure" in failed[0]["reason"]
+    assert calls["n"] == 3
     import duckdb
 
     con = duckdb.connect(str(db), read_only=True)

@@ -52,6 +52,8 @@ class Block:
     @functools.cached_property
     def n_lines(self) -> int:
         """Number of lines (a last one without newline included)."""
+        if "lines" in self.__dict__:  # already split: no second pass over the bytes
+            return self.lines.height
         if "chunk" in self.__dict__:
             return self.chunk.n
         return self.data.count(b"\n") + (not self.data.endswith(b"\n"))

@@ -1,22 +1,47 @@
-"""``bpftrace -f json`` output (private helper of ``bpftrace``).
+"""``bpftrace -f json`` records -> rows (the JSON half of `analyzer.parsers.bpftrace`).
 
 bpftrace prints one JSON record per line (NDJSON); its test suite also keeps records
-pretty-printed over several lines. Lines are grouped into records with polars (a record
-starts at a line beginning with ``{``), then each record — a whole map print, many
-buckets — is decoded with ``json`` (one Python step per record, not per line).
+pretty-printed over several lines. `bpftrace` groups the lines into records; each record
+(a whole map print, many buckets) is decoded here with ``json``: one Python step per
+record, not per line. Timestamps, units and coverage are `bpftrace`'s.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import polars as pl
 
-from analyzer.parsers._bpftrace_text import NOISE, UNITS, time_values
-from analyzer.parsers.base import TS, Coverage, ParseContext
+#: Row layouts of `decode`'s hist rows and scalar rows (the record number first).
+HIST = {"rec": pl.Int64, "map": pl.String, "key": pl.String}
+HIST |= {"bucket_low": pl.Int64, "bucket_high": pl.Int64, "count": pl.Int64}
+SCALAR = {"rec": pl.Int64, "map": pl.String, "key": pl.String, "stat": pl.String}
+SCALAR |= {"value": pl.Float64, "text": pl.String}
 
-HIST_COLS = ["rec", "map", "key", "bucket_low", "bucket_high", "count"]
+
+def decode(
+    records: Iterable[tuple[int, str]],
+) -> tuple[list[tuple], list[tuple], list[tuple[Any, str]], dict[int, str]]:
+    """(record number, text) -> hist rows, scalar rows, time strings, class per record.
+
+    Time strings are ``(rec, text)`` for "time" records and ``(("p", i), text)`` for the
+    interval start of tseries point ``i``, whose scalar row ends with the string's index.
+    Classes: 'P' (gave rows), 'S:<structure>' or 'K:<skip reason>'.
+    """
+    hist: list[tuple] = []
+    scal: list[tuple] = []
+    tstr: list[tuple[Any, str]] = []
+    classes: dict[int, str] = {}
+    for rec, text in records:
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError):
+            obj = None
+        ok = isinstance(obj, dict)
+        classes[rec] = _record(rec, obj, hist, scal, tstr) if ok else "K:malformed JSON record"
+    return hist, scal, tstr, classes
 
 
 def _num(v: Any) -> float | None:
@@ -88,117 +113,3 @@ def _record(rec: int, obj: dict, hist: list, scal: list, tstr: list) -> str:
                     (rec, name, key, "value", _num(v), None if _num(v) is not None else str(v))
                 )
     return "P" if len(hist) + len(scal) > before else "S:empty map"
-
-
-def tokenize(
-    df: pl.DataFrame, ctx: ParseContext, tz: str, cov: Coverage
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """JSON-mode file -> (hist rows, scalar rows); fills ``cov``."""
-    s = pl.col("line").str.strip_chars()
-    kind = (
-        pl.when(s == "")
-        .then(pl.lit("blank"))
-        .when(s.str.contains(NOISE))
-        .then(pl.lit("noise"))
-        .when(pl.col("line").str.starts_with("{"))
-        .then(pl.lit("start"))
-        .otherwise(pl.lit("cont"))
-    )
-    df = df.with_columns(kind=kind).with_columns(
-        rec=(pl.col("kind") == "start").cast(pl.Int32).cum_sum()
-    )
-    blank2 = (pl.col("kind") == "blank") & (pl.col("kind").shift(1) == "blank")
-    df = df.with_columns(reset=blank2.cast(pl.Int32).cum_sum())
-    body = df.filter(pl.col("kind").is_in(["start", "cont"]) & (pl.col("rec") > 0))
-    blocks = body.group_by("rec", maintain_order=True).agg(
-        pl.col("line").str.join("\n"), pl.len().alias("n"), pl.col("reset").first()
-    )
-    hist: list = []
-    scal: list = []
-    tstr: list = []
-    classes: dict[int, str] = {}
-    rec_reset: dict[int, int] = {}
-    for rec, text, _n, reset in blocks.iter_rows():
-        rec_reset[rec] = reset
-        try:
-            obj = json.loads(text)
-        except (ValueError, RecursionError):
-            classes[rec] = "K:malformed JSON record"
-            continue
-        classes[rec] = (
-            _record(rec, obj, hist, scal, tstr)
-            if isinstance(obj, dict)
-            else "K:malformed JSON record"
-        )
-    # coverage per line
-    cls = df.select(
-        pl.when(pl.col("kind") == "blank")
-        .then(pl.lit("S:blank"))
-        .when(pl.col("kind") == "noise")
-        .then(pl.lit("K:stderr noise"))
-        .when(pl.col("rec") == 0)
-        .then(pl.lit("K:unrecognized line (unsupported output or garbage)"))
-        .otherwise(
-            pl.col("rec").replace_strict(
-                classes, default="K:malformed JSON record", return_dtype=pl.String
-            )
-        )
-        .alias("r")
-    )
-    for r, n in cls.group_by("r").len().iter_rows():
-        if r == "P":
-            cov.parsed += n
-        elif r.startswith("S:"):
-            cov.add_structure(r[2:], n)
-        else:
-            cov.add_skipped(r[2:], n)
-    # timestamps: "time" records apply to later records until a double blank line
-    tframe = pl.DataFrame({"t": [t for _, t in tstr]}, schema={"t": pl.String})
-    tvals = time_values(tframe, "t", ctx, tz).to_list() if tstr else []
-    rec_ts: dict[int, Any] = {}
-    cur, cur_reset = None, None
-    time_at = {r: tvals[i] for i, (r, _) in enumerate(tstr) if isinstance(r, int)}
-    for rec in sorted(rec_reset):
-        if cur_reset is not None and rec_reset[rec] != cur_reset:
-            cur = None
-        cur_reset = rec_reset[rec]
-        if rec in time_at:
-            cur = time_at[rec]
-        rec_ts[rec] = cur
-    hist_df = pl.DataFrame(
-        hist,
-        schema=dict(
-            zip(
-                HIST_COLS,
-                [pl.Int64, pl.String, pl.String, pl.Int64, pl.Int64, pl.Int64],
-                strict=True,
-            )
-        ),
-        orient="row",
-    )
-    hist_df = hist_df.with_columns(
-        ts=pl.col("rec").replace_strict(rec_ts, default=None, return_dtype=TS),
-        unit=pl.col("map")
-        .str.strip_prefix("@")
-        .str.to_lowercase()
-        .replace_strict(UNITS, default=None, return_dtype=pl.String),
-        style=pl.lit("json"),
-    )
-    rows = [
-        (r[0], r[1], r[2], r[3], r[4], r[5], tvals[r[6]] if len(r) > 6 else rec_ts.get(r[0]))
-        for r in scal
-    ]
-    sc_df = pl.DataFrame(
-        rows,
-        schema={
-            "rec": pl.Int64,
-            "map": pl.String,
-            "key": pl.String,
-            "stat": pl.String,
-            "value": pl.Float64,
-            "text": pl.String,
-            "ts": TS,
-        },
-        orient="row",
-    )
-    return hist_df.drop("rec"), sc_df.drop("rec")

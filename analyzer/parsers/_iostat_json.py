@@ -2,9 +2,14 @@
 
 sysstat writes one ``{"disk_device": ...}`` record per line, the ``"avg-cpu": {...}`` object
 on one line and ``"timestamp"`` (``-t`` only) on its own line, so each line is tokenized with
-polars regexes like the text format; a statistics element (a report) starts at a line that
-is just ``{`` after the ``"statistics"`` key. Keys are mapped by name exactly like the text
-headers (``util`` = ``%util``, ``rrqm`` = ``%rrqm``, ``MB_read/s`` scaled to kB).
+polars regexes like the text format, block by block (:class:`._blocks.Blocks`); a
+statistics element (a report) starts at a line that is just ``{`` after the
+``"statistics"`` key (the count of both carries from block to block). Keys are mapped by
+name exactly like the text headers (``util`` = ``%util``, ``rrqm`` = ``%rrqm``,
+``MB_read/s`` scaled to kB: the caller's ``column``). What the whole file decides is taken
+from its first records: the columns are the numeric keys of the first 200 disk records,
+and a record with the key order of the first complete one is read by one regex (any
+other by one regex per key, same values).
 
 Known upstream quirk, kept as printed: sysstat 12.2.0's JSON reports ``rkB/s``/``wkB/s``/
 ``dkB/s`` twice the text values (sectors, not kB); 12.6.1 prints them correctly.
@@ -13,108 +18,53 @@ Known upstream quirk, kept as printed: sysstat 12.2.0's JSON reports ``rkB/s``/`
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _iostat_cols as c
-from analyzer.parsers import _read, base
+from analyzer.parsers import _blocks, _read, base
 from analyzer.parsers import _sysstat as s
 
+#: JSON key -> (column, factor to kB, is_int), None for a key that is no column.
+Column = Callable[[str], tuple[str, float, bool] | None]
+
 _NUM = r'"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)'
+_DISK = r'^\s*\{\s*"disk_device"\s*:'
+_COMPLETE = r"\}\s*,?\s*$"
+_DEVICE = r'"disk_device"\s*:\s*"([^"]*)"'
+_KEY_RECORDS = 200  # disk records whose keys make the columns
+
+
+@dataclass
+class Json:
+    """What a file gave: device rows (``report``, ``device``, ``is_group``, columns) and
+    avg-cpu rows in file order, stamps (``report``, ``ts``), the number of reports and
+    of stamp lines, whether invalid UTF-8 was replaced, and the head's facts."""
+
+    dev: list[pl.DataFrame] = field(default_factory=list)
+    cpu: list[pl.DataFrame] = field(default_factory=list)
+    stamps: list[pl.DataFrame] = field(default_factory=list)
+    reports: int = 0
+    stamp_lines: int = 0
+    repaired: bool = False
+    meta: dict[str, object] = field(default_factory=dict)
 
 
 def _field(key: str) -> pl.Expr:
     return pl.col("line").str.extract('"' + re.escape(key) + _NUM).cast(pl.Float64, strict=False)
 
 
-_SLICE_ROWS = 1 << 18  # disk records typed per step: bounds the transient string columns
-
-
-def _keys(lines: pl.Series) -> list[str]:
-    """The numeric keys of disk records (the file's first 200 are looked at)."""
+def _keys(lines: list[str]) -> list[str]:
+    """The numeric keys of disk records."""
     return sorted(set(re.findall(r'"([^"]+)"\s*:\s*-?\d', "\n".join(lines))))
 
 
 def _order(line: str | None) -> list[str]:
     """The keys of a disk record, in its order."""
     return re.findall(r'"([^"]+)"\s*:', line) if line is not None else []
-
-
-def _disk_rows(
-    disks: pl.DataFrame,
-    keys: list[str],
-    device: pl.Expr,
-    casts: list[pl.Expr],
-    order: list[str] | None = None,
-) -> pl.DataFrame:
-    """Typed disk records. Records with sysstat's own key order (``order``: the file's
-    first good record's, by default that of ``disks``) are read by one regex; any other
-    record by one regex per key (same values)."""
-    if order is None:
-        order = _order(disks["line"].head(1).to_list()[0] if disks.height else None)
-    if disks.height > _SLICE_ROWS:
-        parts = [
-            _disk_part(part, keys, device, casts, order) for part in disks.iter_slices(_SLICE_ROWS)
-        ]
-        return pl.concat(parts, how="vertical_relaxed")
-    return _disk_part(disks, keys, device, casts, order)
-
-
-def _disk_part(
-    disks: pl.DataFrame,
-    keys: list[str],
-    device: pl.Expr,
-    casts: list[pl.Expr],
-    order: list[str],
-) -> pl.DataFrame:
-    """`_disk_rows` for one slice of records; ``order`` is the first record's key order."""
-    known = {k for k in keys if c.device_column(k)}
-    one = None
-    if order and order[0] == "disk_device" and known <= set(order[1:]):
-        body = r'^\s*\{\s*"disk_device"\s*:\s*"([^"]*)"'
-        for k in order[1:]:
-            body += r'\s*,\s*"' + re.escape(k) + _NUM
-        one = body + r"\s*\}\s*,?\s*$"
-    slow_cols = [
-        "line_no",
-        "report",
-        device.str.strip_chars(" ").alias("device"),
-        device.str.starts_with(" ").alias("is_group"),
-        *casts,
-    ]
-    if one is None:
-        return disks.select(slow_cols)
-    g = pl.col("line").str.extract_groups(one)
-    split = disks.with_columns(g.alias("_g")).with_columns(
-        pl.col("_g").struct.field("1").is_not_null().alias("_one")
-    )
-    cols = {k: str(i + 2) for i, k in enumerate(order[1:])}
-    fast_casts = []
-    for k in keys:
-        col = c.device_column(k)
-        if col:
-            name, factor, is_int = col
-            v = pl.col("_g").struct.field(cols[k]).cast(pl.Float64, strict=False) * factor
-            fast_casts.append((v.round(0).cast(pl.Int64) if is_int else v).alias(name))
-    dev = pl.col("_g").struct.field("1")
-    fast = split.filter(pl.col("_one")).select(
-        "line_no",
-        "report",
-        dev.str.strip_chars(" ").alias("device"),
-        dev.str.starts_with(" ").alias("is_group"),
-        *fast_casts,
-    )
-    rest = split.filter(~pl.col("_one"))
-    if rest.height == 0:
-        return fast
-    return pl.concat([fast, rest.select(slow_cols)]).sort("line_no")
-
-
-_DISK = r'^\s*\{\s*"disk_device"\s*:'
-_COMPLETE = r"\}\s*,?\s*$"
-_DEVICE = r'"disk_device"\s*:\s*"([^"]*)"'
 
 
 def _kind() -> pl.Expr:
@@ -140,16 +90,53 @@ def _kind() -> pl.Expr:
     )
 
 
-def _casts(keys: list[str]) -> list[pl.Expr]:
-    """Typed device columns from the JSON keys ``keys`` (one regex per key)."""
+def _casts(keys: list[str], column: Column, value: Callable[[str], pl.Expr]) -> list[pl.Expr]:
+    """Typed device columns of the keys ``keys`` (``value``: a key's Float64 text)."""
     casts = []
     for k in keys:
-        col = c.device_column(k)
+        col = column(k)
         if col:
             name, factor, is_int = col
-            v = _field(k) * factor
+            v = value(k) * factor
             casts.append((v.round(0).cast(pl.Int64) if is_int else v).alias(name))
     return casts
+
+
+def _disk_rows(
+    good: pl.DataFrame, keys: list[str], order: list[str], column: Column
+) -> pl.DataFrame:
+    """Typed complete disk records. Records with the key order ``order`` (the file's first
+    complete record's) are read by one regex, any other by one regex per key."""
+    device = pl.col("line").str.extract(_DEVICE)
+    slow = [
+        "report",
+        device.str.strip_chars(" ").alias("device"),
+        device.str.starts_with(" ").alias("is_group"),
+        *_casts(keys, column, _field),
+    ]
+    known = {k for k in keys if column(k)}
+    if not (order and order[0] == "disk_device" and known <= set(order[1:])):
+        return good.select(slow)
+    one = r'^\s*\{\s*"disk_device"\s*:\s*"([^"]*)"'
+    for k in order[1:]:
+        one += r'\s*,\s*"' + re.escape(k) + _NUM
+    one += r"\s*\}\s*,?\s*$"
+    split = good.with_columns(pl.col("line").str.extract_groups(one).alias("_g"))
+    split = split.with_columns(pl.col("_g").struct.field("1").is_not_null().alias("_one"))
+    group = {k: str(i + 2) for i, k in enumerate(order[1:])}
+    g = pl.col("_g").struct.field
+    fast = split.filter(pl.col("_one")).select(
+        "line_no",
+        "report",
+        g("1").str.strip_chars(" ").alias("device"),
+        g("1").str.starts_with(" ").alias("is_group"),
+        *_casts(keys, column, lambda k: g(group[k]).cast(pl.Float64, strict=False)),
+    )
+    rest = split.filter(~pl.col("_one"))
+    if rest.height == 0:
+        return fast.drop("line_no")
+    rest = rest.select("line_no", *slow)
+    return pl.concat([fast, rest]).sort("line_no").drop("line_no")
 
 
 def _stamp(date_text: str) -> pl.Expr:
@@ -162,80 +149,9 @@ def _stamp(date_text: str) -> pl.Expr:
     )
 
 
-def _cpu_rows(cpus: pl.DataFrame) -> pl.DataFrame:
-    complete = pl.col("line").str.contains(_COMPLETE)
-    return cpus.filter(complete).select(
-        "line_no", "report", *[_field(k).alias(v) for k, v in c.CPU_COLUMNS.items()]
-    )
-
-
 def _head_value(head: str, key: str) -> str | None:
     m = re.search(r'"' + re.escape(key) + r'"\s*:\s*"?([^",\n]*)"?', head)
     return m[1] if m else None
-
-
-def parse(path: Path, ctx: base.ParseContext, cov: base.Coverage) -> base.ParseResult:
-    """Parse an iostat JSON file into ``iostat_cpu`` and ``iostat_device``."""
-    head = _read.read_head(path)
-    line = pl.col("line")
-    kind = _kind()
-    df = (
-        _read.read_lines(path)
-        .with_columns(kind.alias("kind"))
-        .with_columns(
-            (
-                ((pl.col("kind") == "open") & ((pl.col("kind") == "stats").cum_sum() > 0))
-                .cast(pl.Int32)
-                .cum_sum()
-                - 1
-            ).alias("report")
-        )
-        .collect(engine="streaming")
-    )
-    cov.total = df.height
-    counts = dict(df.group_by("kind").len().iter_rows())
-    if counts.get("disk", 0) + counts.get("cpu", 0) + counts.get("stats", 0) == 0 and (
-        cov.total - counts.get("blank", 0)
-    ):
-        raise ParseError(f"{ctx.file_name or path.name}: no iostat JSON statistics found")
-    cov.add_structure("blank", counts.get("blank", 0))
-    cov.add_structure("json", sum(counts.get(k, 0) for k in ("json", "open", "stats")))
-    cov.add_structure("timestamp", counts.get("ts", 0))
-    cov.add_skipped("not JSON", counts.get("other", 0))
-
-    complete = line.str.contains(_COMPLETE)
-    disks = df.filter(pl.col("kind") == "disk")
-    keys = _keys(disks["line"].head(200))
-    device = line.str.extract(_DEVICE)
-    good = disks.filter(complete & device.is_not_null())
-    dev = _disk_rows(good, keys, device, _casts(keys))
-    cov.add_skipped("malformed JSON disk record", disks.height - dev.height)
-    cpus = df.filter(pl.col("kind") == "cpu")
-    cpu = _cpu_rows(cpus)
-    cov.add_skipped("malformed JSON avg-cpu record", cpus.height - cpu.height)
-    cov.parsed = dev.height + cpu.height
-
-    date_text = _head_value(head, "date") or ""
-    ts_rows = df.filter(pl.col("kind") == "ts")
-    zone = s.tz_for(ctx, cov) if ts_rows.height else None
-    stamps = ts_rows.select("report", s.stamp_to_utc(_stamp(date_text), zone).alias("ts")).unique(
-        "report", keep="first"
-    )
-    flags = s.short_flags(ctx.command)
-    y = bool(flags and "y" in flags)
-    if flags is None:
-        cov.notes.append("no iostat command line known: first report assumed since boot (no -y)")
-    times = c.report_times(df, stamps, ctx, y, cov.notes)
-    tables: dict[str, pl.DataFrame | pl.LazyFrame] = {}
-    if dev.height:
-        dev = c.flag_partitions(dev, ctx, cov.notes).join(
-            times, on="report", how="left", maintain_order="left"
-        )
-        tables["iostat_device"] = c.TABLES["iostat_device"].conform(dev).collect()
-    if cpu.height:
-        cpu = cpu.join(times, on="report", how="left", maintain_order="left")
-        tables["iostat_cpu"] = c.TABLES["iostat_cpu"].conform(cpu).collect()
-    return base.ParseResult(tables=tables, coverage=cov, meta=_meta(head, date_text))
 
 
 def _meta(head: str, date_text: str) -> dict[str, object]:
@@ -247,3 +163,96 @@ def _meta(head: str, date_text: str) -> dict[str, object]:
         "cpus": int(cpus_n) if cpus_n and cpus_n.strip().isdigit() else None,
         "date": d.isoformat() if (d := s.parse_date(date_text)) else None,
     }
+
+
+def read(
+    path: Path,
+    ctx: base.ParseContext,
+    cov: base.Coverage,
+    column: Column,
+    cpu_columns: Mapping[str, str],
+) -> Json:
+    """Read an iostat JSON file: its rows and stamps into a `Json`, its lines into ``cov``.
+
+    ``column`` maps a disk record's key to its column, ``cpu_columns`` an avg-cpu key."""
+    head = _read.read_head(path)
+    date_text = _head_value(head, "date") or ""
+    zone = s.resolve_tz(ctx.tz)[0]
+    out = Json(meta=_meta(head, date_text))
+    line, kind = pl.col("line"), pl.col("kind")
+    complete = line.str.contains(_COMPLETE)
+    good = kind.eq("disk") & complete & line.str.extract(_DEVICE).is_not_null()
+    stats = 0
+    counts: dict[str, int] = {}
+    first: list[str] = []  # the file's first disk records
+    order: list[str] | None = None
+    pending: list[pl.DataFrame] = []
+    blocks = _blocks.Blocks(path)
+    for block in blocks:
+        df = block.lines.with_columns(_kind().alias("kind"))
+        seen = (kind.eq("stats").cum_sum() + stats) > 0
+        n = (kind.eq("open") & seen).cast(pl.Int32).cum_sum()
+        df = df.with_columns((n - 1 + out.reports).alias("report"))
+        cov.total += df.height
+        for k, c in df.get_column("kind").value_counts().iter_rows():
+            counts[k] = counts.get(k, 0) + c
+        stats = counts.get("stats", 0)
+        out.reports = int(df.get_column("report")[-1]) + 1
+        if len(first) < _KEY_RECORDS:
+            first += (
+                df.filter(kind == "disk")
+                .get_column("line")
+                .head(_KEY_RECORDS - len(first))
+                .to_list()
+            )
+        if order is None and (one := df.filter(good).get_column("line").head(1)).len():
+            order = _order(one[0])
+        pending.append(df)
+        if (len(first) >= _KEY_RECORDS and order is not None) or block.last:
+            keys = _keys(first)
+            for df in pending:
+                _typed(df, keys, order or [], column, cpu_columns, date_text, zone, good, out, cov)
+            pending = []
+    out.repaired = blocks.repaired
+    if counts.get("disk", 0) + counts.get("cpu", 0) + counts.get("stats", 0) == 0 and (
+        cov.total - counts.get("blank", 0)
+    ):
+        raise ParseError(f"{ctx.file_name or path.name}: no iostat JSON statistics found")
+    cov.add_structure("blank", counts.get("blank", 0))
+    cov.add_structure("json", sum(counts.get(k, 0) for k in ("json", "open", "stats")))
+    cov.add_structure("timestamp", counts.get("ts", 0))
+    cov.add_skipped("not JSON", counts.get("other", 0))
+    return out
+
+
+def _typed(
+    df: pl.DataFrame,
+    keys: list[str],
+    order: list[str],
+    column: Column,
+    cpu_columns: Mapping[str, str],
+    date_text: str,
+    zone: str | None,
+    good: pl.Expr,
+    out: Json,
+    cov: base.Coverage,
+) -> None:
+    """One block's disk records, avg-cpu records and stamps into ``out``."""
+    kind = pl.col("kind")
+    disks = df.filter(kind == "disk").height
+    dev = _disk_rows(df.filter(good), keys, order, column)
+    cov.add_skipped("malformed JSON disk record", disks - dev.height)
+    cpus = df.filter(kind == "cpu")
+    cpu = cpus.filter(pl.col("line").str.contains(_COMPLETE)).select(
+        "report", *[_field(k).alias(v) for k, v in cpu_columns.items()]
+    )
+    cov.add_skipped("malformed JSON avg-cpu record", cpus.height - cpu.height)
+    cov.parsed += dev.height + cpu.height
+    if dev.height:
+        out.dev.append(dev)
+    if cpu.height:
+        out.cpu.append(cpu)
+    ts = df.filter(kind == "ts")
+    if ts.height:
+        out.stamp_lines += ts.height
+        out.stamps.append(ts.select("report", s.stamp_to_utc(_stamp(date_text), zone).alias("ts")))

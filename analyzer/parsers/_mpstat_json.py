@@ -46,9 +46,12 @@ def _key(expr: pl.Expr) -> pl.Expr:
 
 
 def parse(
-    path: Path, ctx: base.ParseContext, cov: base.Coverage, tables_decl: dict[str, base.Table]
+    path: Path, ctx: base.ParseContext, tables_decl: dict[str, base.Table]
 ) -> base.ParseResult:
     """Parse an mpstat JSON file into ``mpstat_cpu``, ``mpstat_node``, ``mpstat_irq``."""
+    cov = base.Coverage()
+    if _read.needs_utf8_repair(path):
+        cov.notes.append("file is not valid UTF-8: invalid bytes replaced")
     head = _read.read_head(path)
     line = pl.col("line")
     sect = line.str.extract(r'^\s*"([a-z-]+)"\s*:\s*\[')

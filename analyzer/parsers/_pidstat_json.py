@@ -27,12 +27,25 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.parsers import _sysstat as ss
-from analyzer.parsers._pidstat_schema import JSON_KEYS
 from analyzer.parsers._read import read_lines
 from analyzer.parsers._sampler import reason, tally
 from analyzer.parsers.base import Coverage, ParseContext
 
 RECORD_RE = r'^\s*\{"(UID|USER|PID|TGID)"'
+
+#: JSON key -> column, per report section
+JSON_KEYS = {
+    **{"UID": "uid", "USER": "user", "PID": "pid", "TGID": "tgid", "TID": "tid"},
+    **{"usr": "usr_pct", "system": "system_pct", "guest": "guest_pct", "wait": "wait_pct"},
+    **{"cpu": "cpu_pct", "cpu_nr": "cpu", "usr_ms": "usr_ms", "system_ms": "system_ms"},
+    **{"guest_ms": "guest_ms", "minflt/s": "minflt_s", "majflt/s": "majflt_s"},
+    **{"minflt_nr": "minflt_nr", "majflt_nr": "majflt_nr", "VSZ": "vsz_kb", "RSS": "rss_kb"},
+    **{"MEM": "mem_pct", "StkSize": "stk_size_kb", "StkRef": "stk_ref_kb"},
+    **{"kB_rd/s": "kb_rd_s", "kB_wr/s": "kb_wr_s", "kB_ccwr/s": "kb_ccwr_s"},
+    **{"iodelay": "iodelay_ticks", "cswch/s": "cswch_s", "nvcswch/s": "nvcswch_s"},
+    **{"threads": "threads", "fd-nr": "fd_nr", "prio": "prio", "policy": "policy"},
+    "cmd": "command",
+}
 
 
 def _field(key: str) -> pl.Expr:

@@ -16,15 +16,14 @@ regexes and cast once. Mapped activities go to their tables (``memory`` also fee
 ``sar_swap_space`` when it carries swap keys; ``psi-*`` feed ``sar_psi``); every other
 activity line goes to ``sar_other`` (all numeric key/value pairs, ``section`` = its key).
 A minified single-line document is not supported (the line is skipped with a reason).
+`records` classifies the lines, ``sadf.parse`` turns their times into UTC (`sadf.to_utc`),
+`tables_of` builds the tables.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from analyzer.parsers import _sadf_time as stime
-from analyzer.parsers import _sar_extract as sx
-from analyzer.parsers import _sar_names as sn
 from analyzer.parsers import _sar_tables as st
 from analyzer.parsers import base
 
@@ -33,16 +32,9 @@ _OBJ = r'^"([\w-]+)":\s*(\{.*\})\s*,?\s*(?:"[\w-]+":\s*\[\s*)?$'
 _OPEN = r'^"([\w-]+)":\s*([\[{])\s*$'
 _ITEM = r"^(\{.*\})\s*,?$"
 _NUM = r"(-?\d[\d.eE+-]*)"
-_META = (
-    "nodename",
-    "sysname",
-    "release",
-    "machine",
-    "number-of-cpus",
-    "file-date",
-    "file-utc-time",
-    "timezone",
-    "sysdata-version",
+_META = (  # the keys of a host's description
+    "nodename|sysname|release|machine|number-of-cpus|file-date|file-utc-time|timezone|"
+    "sysdata-version"
 )
 _PSI = {"psi-cpu": "cpu", "psi-io": "io", "psi-mem": "memory"}
 
@@ -59,15 +51,17 @@ def _value(key: str, dtype: pl.DataType) -> pl.Expr:
     return _str(key) if dtype == pl.String else _num(key)
 
 
-def parse_json(lf: pl.LazyFrame, ctx: base.ParseContext, cov: base.Coverage):
-    """Tables from the lines of a sadf -j file; fills ``cov``."""
+def records(lf: pl.LazyFrame, cov: base.Coverage) -> pl.DataFrame:
+    """The timestamp, event and data lines of a sadf -j file (``kind``, ``obj``: the JSON
+    object, ``act``: its activity key, and ``d``, ``t``, ``z``: date, time and zone of a
+    timestamp or event, NULL zone for local time); every line counted in ``cov``."""
     s = pl.col("line").str.strip_chars()
     obj_g = s.str.extract_groups(_OBJ)
     open_g = s.str.extract_groups(_OPEN)
     item = s.str.extract(_ITEM)
     okey, obj = obj_g.struct.field("1"), obj_g.struct.field("2")
     okey_open, bracket = open_g.struct.field("1"), open_g.struct.field("2")
-    meta_line = s.str.contains('^"(' + "|".join(_META) + r')":')
+    meta_line = s.str.contains('^"(' + _META + r')":')
     kind = (
         pl.when(s == "")
         .then(pl.lit("blank"))
@@ -99,17 +93,17 @@ def parse_json(lf: pl.LazyFrame, ctx: base.ParseContext, cov: base.Coverage):
         cov.add_structure(k, counts.get(k, 0))
     cov.add_skipped("unrecognized line (not sadf -j line layout)", counts.get("garbage", 0))
 
-    # timestamps: of the record (timestamp lines, forward-filled) or of the event itself
     utc = pl.col("obj").str.extract(r'"utc":\s*(\d)')
     tz = pl.col("obj").str.extract(r'"tz":\s*"([^"]*)"')
     zone = pl.when(tz.is_not_null()).then(tz).when(utc == "1").then(pl.lit("UTC"))
-    df = df.filter(pl.col("kind").is_in(["timestamp", "event", "data"])).with_columns(
+    return df.filter(pl.col("kind").is_in(["timestamp", "event", "data"])).with_columns(
         _str("date").alias("d"), _str("time").alias("t"), zone.alias("z")
     )
-    zones = df.filter(pl.col("kind") != "data")["z"].unique().to_list()
-    ts = stime.to_utc(
-        pl.col("d"), pl.col("t"), pl.col("z"), pl.lit(None, pl.String), zones, ctx, cov
-    )
+
+
+def tables_of(df: pl.DataFrame, ts: pl.Expr, cov: base.Coverage) -> dict[str, pl.DataFrame]:
+    """Tables from the `records` of a sadf -j file; ``ts``: the UTC time of a timestamp or
+    event line (data lines take that of their record's timestamp)."""
     df = (
         df.with_columns(pl.when(pl.col("kind") == "data").then(None).otherwise(ts).alias("ts"))
         .with_columns(
@@ -158,7 +152,7 @@ def parse_json(lf: pl.LazyFrame, ctx: base.ParseContext, cov: base.Coverage):
     if other.height:
         tables["sar_other"] = _other(other)
     cov.parsed += ev.height + data.height
-    return tables, {}
+    return tables
 
 
 def _add(tables: dict[str, pl.DataFrame], table: str, frame: pl.DataFrame) -> None:
@@ -169,14 +163,14 @@ def _add(tables: dict[str, pl.DataFrame], table: str, frame: pl.DataFrame) -> No
 
 
 def _dedicated(sub: pl.DataFrame, table: str) -> pl.DataFrame:
-    types = TABLE_TYPES[table]
-    aliases = sn.json_alias_list(table)
+    types = st.TABLES[table].schema
+    aliases = _json_aliases(table)
     exprs = [pl.col("ts")]
     for col, keys in aliases.items():
         vals = []
         for key, scale in keys:
             raw = _str(key) if col in ("cpu", "iface", "dev") else _value(key, types[col])
-            v = sx.cast_value(raw, types[col], col)
+            v = st.cast_value(raw, types[col], col)
             vals.append(v * scale if scale != 1.0 and types[col] == pl.Float64 else v)
         expr = pl.coalesce(vals) if len(vals) > 1 else vals[0]
         exprs.append(expr.alias(col))
@@ -188,18 +182,13 @@ def _dedicated(sub: pl.DataFrame, table: str) -> pl.DataFrame:
 def _psi(sub: pl.DataFrame) -> pl.DataFrame:
     parts = []
     for kind in ("some", "full"):
-        cols = {
-            "avg10_pct": _num(f"{kind}_avg10"),
-            "avg60_pct": _num(f"{kind}_avg60"),
-            "avg300_pct": _num(f"{kind}_avg300"),
-            "avg_pct": _num(f"{kind}_avg"),
-        }
+        cols = {f"{c}_pct": _num(f"{kind}_{c}") for c in ("avg10", "avg60", "avg300", "avg")}
         parts.append(
             sub.select(
                 "ts",
                 pl.col("act").replace_strict(_PSI, default=None).alias("resource"),
                 pl.lit(kind).alias("kind"),
-                *(sx.cast_value(e, pl.Float64, c).alias(c) for c, e in cols.items()),
+                *(st.cast_value(e, pl.Float64, c).alias(c) for c, e in cols.items()),
             ).filter(pl.any_horizontal([pl.col(c).is_not_null() for c in cols]))
         )
     return pl.concat(parts)
@@ -213,7 +202,7 @@ def _other(sub: pl.DataFrame) -> pl.DataFrame:
     ).explode("p")
     g = pl.col("p").str.extract_groups(r'^"([^"]+)":\s*"?(.*?)"?$')
     long = long.with_columns(g.struct.field("1").alias("metric"), g.struct.field("2").alias("raw"))
-    v = sx.cast_value(pl.col("raw"), pl.Float64, "value")
+    v = st.cast_value(pl.col("raw"), pl.Float64, "value")
     return long.filter(pl.col("metric").is_not_null()).select(
         "ts",
         "section",
@@ -224,4 +213,9 @@ def _other(sub: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-TABLE_TYPES = {t: dict(tab.schema) for t, tab in st.TABLES.items()}
+def _json_aliases(table: str) -> dict[str, list[tuple[str, float]]]:
+    """Column -> [(json key, scale)] in preference order."""
+    return {
+        col: [(n.partition("*")[0], float(n.partition("*")[2] or 1.0)) for n in spec[4]]
+        for col, spec in st.COLUMNS[table].items()
+    }

@@ -1,328 +1,202 @@
-"""Tables produced by `sar` text and `sadf`, and the header-name -> column mapping.
+"""The tables of `sar` text and `sadf`, how header names map to their columns, and how the
+tokens of a section's rows become table rows (`section_rows`, `tables_of`).
 
 Both parsers (`sar.py`, `sadf.py`) declare the same ``TABLES``; the store appends rows of a
-table coming from several files. Each mapped column lists the names it has in sar text /
-``sadf -d`` headers (``%user``, ``rxkB/s``) and in ``sadf -j`` JSON (``user``, ``rxkB``),
-with an optional scale (old sector-based disk columns are converted to kB: × 0.5).
+table coming from several files. `_DECLARED` has one line per table (for a dedicated table:
+the header names that identify its section and its ``sadf -j`` activity keys) and one per
+column: dtype, unit, the names it has in sar text / ``sadf -d`` headers (``%user``,
+``rxkB/s``) and in ``sadf -j`` JSON (``user``, ``rxkB``; ``x*0.5``: the value × 0.5, for old
+sector-based disk columns in kB) and its meaning: a new column is one line there. A section
+(one distinct header) goes to the dedicated table whose identifying names it has and all of
+whose names it knows, to ``sar_psi`` for PSI names (``%scpu-10``…), else to ``sar_other``
+(one row per value).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
 import polars as pl
 
-from analyzer.parsers import base
+from analyzer.parsers import _read, base
+from analyzer.parsers import _sysstat as ss
 
-_I, _I32, _F, _S = pl.Int64, pl.Int32, pl.Float64, pl.String
 _TS = ("ts", base.TS, "", "sample time (UTC)")
+_DTYPES = {"i64": pl.Int64, "i32": pl.Int32, "f64": pl.Float64, "str": pl.String}
+# table: the names that identify its section | its sadf -j activity keys | doc, then per
+# column: name dtype unit | names in sar text and sadf -d headers | in sadf -j JSON | doc
+_DECLARED = """
+sar_cpu: CPU %idle | cpu-load cpu-load-all | one row per CPU (or all) per sample: sar -u / -u ALL / -P, sadf cpu-load
+  cpu          i32 -       | CPU                  | cpu                  | CPU number; -1 = all CPUs
+  user_pct     f64 %       | %user %usr           | user usr             | time in user mode (-u ALL: %usr, excludes guest)
+  nice_pct     f64 %       | %nice                | nice                 | time in user mode at nice priority
+  system_pct   f64 %       | %system %sys         | system sys           | time in kernel mode (-u: includes irq+soft; -u ALL: %sys excludes them)
+  iowait_pct   f64 %       | %iowait              | iowait               | idle time with outstanding disk I/O
+  steal_pct    f64 %       | %steal               | steal                | time stolen by the hypervisor
+  irq_pct      f64 %       | %irq                 | irq                  | time servicing hardware interrupts (-u ALL)
+  soft_pct     f64 %       | %soft                | soft                 | time servicing softirqs (-u ALL)
+  guest_pct    f64 %       | %guest               | guest                | time running a virtual CPU (-u ALL)
+  gnice_pct    f64 %       | %gnice               | gnice                | time running a niced guest (-u ALL)
+  idle_pct     f64 %       | %idle                | idle                 | idle time without outstanding disk I/O
+sar_queue: runq-sz | queue | one row per sample: run queue and load averages (sar -q)
+  runq_sz      i64 tasks   | runq-sz              | runq-sz              | run queue length (running or waiting for a CPU)
+  plist_sz     i64 tasks   | plist-sz             | plist-sz             | number of tasks in the task list
+  ldavg_1      f64 -       | ldavg-1              | ldavg-1              | load average, last minute
+  ldavg_5      f64 -       | ldavg-5              | ldavg-5              | load average, last 5 minutes
+  ldavg_15     f64 -       | ldavg-15             | ldavg-15             | load average, last 15 minutes
+  blocked      i64 tasks   | blocked              | blocked              | tasks blocked waiting for I/O (sysstat >= 10)
+sar_paging: pgpgin/s | paging | one row per sample: paging statistics (sar -B)
+  pgpgin_kb_s  f64 kB/s    | pgpgin/s             | pgpgin               | kB paged in from disk per second
+  pgpgout_kb_s f64 kB/s    | pgpgout/s            | pgpgout              | kB paged out to disk per second
+  fault_s      f64 1/s     | fault/s              | fault                | page faults (minor + major) per second
+  majflt_s     f64 1/s     | majflt/s             | majflt               | major faults per second
+  pgfree_s     f64 pages/s | pgfree/s             | pgfree               | pages put on the free list per second
+  pgscank_s    f64 pages/s | pgscank/s            | pgscank              | pages scanned by kswapd per second
+  pgscand_s    f64 pages/s | pgscand/s            | pgscand              | pages scanned directly per second
+  pgsteal_s    f64 pages/s | pgsteal/s            | pgsteal              | pages reclaimed per second
+  vmeff_pct    f64 %       | %vmeff               | vmeff-percent        | pgsteal / pgscan (up to sysstat 12.6)
+  pgprom_s     f64 pages/s | pgprom/s             | pgprom               | pages promoted to a faster NUMA tier (sysstat 12.7+)
+  pgdem_s      f64 pages/s | pgdem/s              | pgdem                | pages demoted to a slower NUMA tier (sysstat 12.7+)
+sar_memory: kbmemfree | memory | one row per sample: memory utilisation (sar -r [ALL])
+  kbmemfree    i64 kB      | kbmemfree            | memfree              | free memory
+  kbavail      i64 kB      | kbavail              | avail                | available memory estimate (sysstat 11.5+)
+  kbmemused    i64 kB      | kbmemused            | memused              | used memory
+  memused_pct  f64 %       | %memused             | memused-percent      | used memory share
+  kbbuffers    i64 kB      | kbbuffers            | buffers              | kernel buffers
+  kbcached     i64 kB      | kbcached             | cached               | page cache
+  kbcommit     i64 kB      | kbcommit             | commit               | memory needed for the current workload (committed)
+  commit_pct   f64 %       | %commit              | commit-percent       | committed memory relative to RAM + swap
+  kbactive     i64 kB      | kbactive             | active               | active memory
+  kbinact      i64 kB      | kbinact              | inactive             | inactive memory
+  kbdirty      i64 kB      | kbdirty              | dirty                | memory waiting to be written back
+  kbshmem      i64 kB      | kbshmem kbshared     | shmem shared         | shared memory (sysstat 12.7+)
+  kbanonpg     i64 kB      | kbanonpg             | anonpg               | anonymous pages (-r ALL)
+  kbslab       i64 kB      | kbslab               | slab                 | slab memory (-r ALL)
+  kbkstack     i64 kB      | kbkstack             | kstack               | kernel stacks (-r ALL)
+  kbpgtbl      i64 kB      | kbpgtbl              | pgtbl                | page tables (-r ALL)
+  kbvmused     i64 kB      | kbvmused             | vmused               | vmalloc area used (-r ALL)
+sar_swap_space: kbswpfree | - | one row per sample: swap space utilisation (sar -S)
+  kbswpfree    i64 kB      | kbswpfree            | swpfree              | free swap space
+  kbswpused    i64 kB      | kbswpused            | swpused              | used swap space
+  swpused_pct  f64 %       | %swpused             | swpused-percent      | used swap share
+  kbswpcad     i64 kB      | kbswpcad             | swpcad               | swap cached (in swap and in RAM)
+  swpcad_pct   f64 %       | %swpcad              | swpcad-percent       | cached swap relative to used swap
+sar_swap: pswpin/s | swap-pages | one row per sample: swapping activity (sar -W)
+  pswpin_s     f64 pages/s | pswpin/s             | pswpin               | pages swapped in per second (-W)
+  pswpout_s    f64 pages/s | pswpout/s            | pswpout              | pages swapped out per second (-W)
+sar_task: cswch/s | process-and-context-switch | one row per sample: task creation and context switches (sar -w)
+  proc_s       f64 1/s     | proc/s               | proc                 | tasks created per second (-w)
+  cswch_s      f64 1/s     | cswch/s              | cswch                | context switches per second (-w)
+sar_io: tps bread/s | io | one row per sample: I/O totals over all devices (sar -b)
+  tps          f64 1/s     | tps                  | tps                  | transfers (I/O requests) per second, all devices (-b)
+  rtps         f64 1/s     | rtps                 | rtps                 | read requests per second
+  wtps         f64 1/s     | wtps                 | wtps                 | write requests per second
+  dtps         f64 1/s     | dtps                 | dtps                 | discard requests per second (sysstat 12+)
+  bread_s      f64 blocks/s | bread/s              | bread                | 512-byte blocks read per second
+  bwrtn_s      f64 blocks/s | bwrtn/s              | bwrtn                | 512-byte blocks written per second
+  bdscd_s      f64 blocks/s | bdscd/s              | bdscd                | 512-byte blocks discarded per second
+sar_disk: DEV tps | disk | one row per block device per sample (sar -d)
+  dev          str -       | DEV                  | disk-device          | block device (name, or devM-N without -p)
+  tps          f64 1/s     | tps                  | tps                  | transfers per second
+  rkb_s        f64 kB/s    | rkB/s rd_sec/s*0.5   | rkB rd_sec*0.5       | kB read per second (old rd_sec/s converted)
+  wkb_s        f64 kB/s    | wkB/s wr_sec/s*0.5   | wkB wr_sec*0.5       | kB written per second (old wr_sec/s converted)
+  dkb_s        f64 kB/s    | dkB/s                | dkB dc_sec*0.5       | kB discarded per second
+  areq_sz_kb   f64 kB      | areq-sz avgrq-sz*0.5 | areq-sz avgrq-sz*0.5 | average request size (old avgrq-sz sectors converted)
+  aqu_sz       f64 -       | aqu-sz avgqu-sz      | aqu-sz avgqu-sz      | average queue length
+  await_ms     f64 ms      | await                | await                | average request time (queue + service)
+  svctm_ms     f64 ms      | svctm                | svctm                | average service time (old versions)
+  util_pct     f64 %       | %util                | util-percent         | time the device was busy
+sar_net_dev: IFACE rxpck/s | net-dev | one row per interface per sample (sar -n DEV)
+  iface        str -       | IFACE                | iface                | network interface
+  rxpck_s      f64 1/s     | rxpck/s              | rxpck                | packets received per second
+  txpck_s      f64 1/s     | txpck/s              | txpck                | packets transmitted per second
+  rxkb_s       f64 kB/s    | rxkB/s               | rxkB                 | kB received per second
+  txkb_s       f64 kB/s    | txkB/s               | txkB                 | kB transmitted per second
+  rxcmp_s      f64 1/s     | rxcmp/s              | rxcmp                | compressed packets received per second
+  txcmp_s      f64 1/s     | txcmp/s              | txcmp                | compressed packets transmitted per second
+  rxmcst_s     f64 1/s     | rxmcst/s             | rxmcst               | multicast packets received per second
+  ifutil_pct   f64 %       | %ifutil              | ifutil-percent       | interface utilisation (sysstat 10+)
+sar_net_edev: IFACE rxerr/s | net-edev | one row per interface per sample: error counters (sar -n EDEV)
+  iface        str -       | IFACE                | iface                | network interface
+  rxerr_s      f64 1/s     | rxerr/s              | rxerr                | bad packets received per second
+  txerr_s      f64 1/s     | txerr/s              | txerr                | transmit errors per second
+  coll_s       f64 1/s     | coll/s               | coll                 | collisions per second
+  rxdrop_s     f64 1/s     | rxdrop/s             | rxdrop               | received packets dropped per second (no buffer)
+  txdrop_s     f64 1/s     | txdrop/s             | txdrop               | transmitted packets dropped per second
+  txcarr_s     f64 1/s     | txcarr/s             | txcarr               | carrier errors per second
+  rxfram_s     f64 1/s     | rxfram/s             | rxfram               | frame alignment errors per second
+  rxfifo_s     f64 1/s     | rxfifo/s             | rxfifo               | receive FIFO overruns per second
+  txfifo_s     f64 1/s     | txfifo/s             | txfifo               | transmit FIFO overruns per second
+sar_psi: | - | one row per resource and kind per sample: pressure stall information (sar -q PSI/ALL, sysstat 12.3+)
+  resource     str -       | | | cpu, io or memory
+  kind         str -       | | | some (at least one task stalled) or full (all non-idle tasks stalled)
+  avg10_pct    f64 %       | | | kernel's 10 s running average
+  avg60_pct    f64 %       | | | kernel's 60 s running average
+  avg300_pct   f64 %       | | | kernel's 300 s running average
+  avg_pct      f64 %       | | | share of the last sample interval spent stalled
+sar_events: | - | one row per restart or comment record of the sa data file (deduplicated)
+  event        str -       | | | 'restart' (LINUX RESTART: the host booted) or 'comment' (sadc -C)
+  detail       str -       | | | comment text, or the restart's '(N CPU)' note
+  cpus         i32 -       | | | CPU count after a restart (NULL for comments)
+sar_other: | - | one row per value of an activity without a dedicated table (e.g. -I, -v, -n SOCK, -F), long format
+  section      str -       | | | the section's header names joined by spaces (or the sadf -j activity key)
+  item         str -       | | | item names of the row (CPU, INTR, IFACE, FILESYSTEM... joined by '|'), NULL if none
+  metric       str -       | | | column name as printed (e.g. intr/s, %fsused)
+  value        f64 -       | | | numeric value in the unit the tool printed (NULL when not a number)
+  text         str -       | | | the raw token when it is not a number, else NULL
+"""
 
-# column -> (dtype, unit, doc, text names, json names); a name "x*0.5" is scaled by 0.5
+#: column -> (dtype, unit, doc, text names, JSON names)
 _Spec = tuple[pl.DataType, str, str, tuple[str, ...], tuple[str, ...]]
 
 
-def _pct(doc: str, text: tuple[str, ...], js: tuple[str, ...]) -> _Spec:
-    return (_F, "%", doc, text, js)
+def _declared() -> tuple[
+    dict[str, dict[str, _Spec]], dict[str, tuple[str, ...]], dict[str, str], dict[str, str]
+]:
+    columns: dict[str, dict[str, _Spec]] = {}
+    acts: dict[str, str] = {}
+    signatures: dict[str, tuple[str, ...]] = {}
+    docs: dict[str, str] = {}
+    table = ""
+    for line in _DECLARED.strip("\n").splitlines():
+        if not line.startswith(" "):
+            head, keys, doc = line.split(" | ", 2)
+            table, names = head.split(":")
+            columns[table], signatures[table], docs[table] = {}, tuple(names.split()), doc
+            acts.update(dict.fromkeys(keys.split(), table) if keys != "-" else {})
+            continue
+        spec, text, js, doc = (part.strip() for part in line.split("|", 3))
+        name, dtype, unit = spec.split()
+        unit = "" if unit == "-" else unit
+        columns[table][name] = (_DTYPES[dtype], unit, doc, tuple(text.split()), tuple(js.split()))
+    return columns, signatures, docs, acts
 
 
-COLUMNS: dict[str, dict[str, _Spec]] = {
-    "sar_cpu": {
-        "cpu": (_I32, "", "CPU number; -1 = all CPUs", ("CPU",), ("cpu",)),
-        "user_pct": _pct(
-            "time in user mode (-u ALL: %usr, excludes guest)", ("%user", "%usr"), ("user", "usr")
-        ),
-        "nice_pct": _pct("time in user mode at nice priority", ("%nice",), ("nice",)),
-        "system_pct": _pct(
-            "time in kernel mode (-u: includes irq+soft; -u ALL: %sys excludes them)",
-            ("%system", "%sys"),
-            ("system", "sys"),
-        ),
-        "iowait_pct": _pct("idle time with outstanding disk I/O", ("%iowait",), ("iowait",)),
-        "steal_pct": _pct("time stolen by the hypervisor", ("%steal",), ("steal",)),
-        "irq_pct": _pct("time servicing hardware interrupts (-u ALL)", ("%irq",), ("irq",)),
-        "soft_pct": _pct("time servicing softirqs (-u ALL)", ("%soft",), ("soft",)),
-        "guest_pct": _pct("time running a virtual CPU (-u ALL)", ("%guest",), ("guest",)),
-        "gnice_pct": _pct("time running a niced guest (-u ALL)", ("%gnice",), ("gnice",)),
-        "idle_pct": _pct("idle time without outstanding disk I/O", ("%idle",), ("idle",)),
-    },
-    "sar_queue": {
-        "runq_sz": (
-            _I,
-            "tasks",
-            "run queue length (running or waiting for a CPU)",
-            ("runq-sz",),
-            ("runq-sz",),
-        ),
-        "plist_sz": (_I, "tasks", "number of tasks in the task list", ("plist-sz",), ("plist-sz",)),
-        "ldavg_1": (_F, "", "load average, last minute", ("ldavg-1",), ("ldavg-1",)),
-        "ldavg_5": (_F, "", "load average, last 5 minutes", ("ldavg-5",), ("ldavg-5",)),
-        "ldavg_15": (_F, "", "load average, last 15 minutes", ("ldavg-15",), ("ldavg-15",)),
-        "blocked": (
-            _I,
-            "tasks",
-            "tasks blocked waiting for I/O (sysstat >= 10)",
-            ("blocked",),
-            ("blocked",),
-        ),
-    },
-    "sar_paging": {
-        "pgpgin_kb_s": (_F, "kB/s", "kB paged in from disk per second", ("pgpgin/s",), ("pgpgin",)),
-        "pgpgout_kb_s": (
-            _F,
-            "kB/s",
-            "kB paged out to disk per second",
-            ("pgpgout/s",),
-            ("pgpgout",),
-        ),
-        "fault_s": (_F, "1/s", "page faults (minor + major) per second", ("fault/s",), ("fault",)),
-        "majflt_s": (_F, "1/s", "major faults per second", ("majflt/s",), ("majflt",)),
-        "pgfree_s": (
-            _F,
-            "pages/s",
-            "pages put on the free list per second",
-            ("pgfree/s",),
-            ("pgfree",),
-        ),
-        "pgscank_s": (
-            _F,
-            "pages/s",
-            "pages scanned by kswapd per second",
-            ("pgscank/s",),
-            ("pgscank",),
-        ),
-        "pgscand_s": (
-            _F,
-            "pages/s",
-            "pages scanned directly per second",
-            ("pgscand/s",),
-            ("pgscand",),
-        ),
-        "pgsteal_s": (_F, "pages/s", "pages reclaimed per second", ("pgsteal/s",), ("pgsteal",)),
-        "vmeff_pct": _pct("pgsteal / pgscan (up to sysstat 12.6)", ("%vmeff",), ("vmeff-percent",)),
-        "pgprom_s": (
-            _F,
-            "pages/s",
-            "pages promoted to a faster NUMA tier (sysstat 12.7+)",
-            ("pgprom/s",),
-            ("pgprom",),
-        ),
-        "pgdem_s": (
-            _F,
-            "pages/s",
-            "pages demoted to a slower NUMA tier (sysstat 12.7+)",
-            ("pgdem/s",),
-            ("pgdem",),
-        ),
-    },
-    "sar_memory": {
-        "kbmemfree": (_I, "kB", "free memory", ("kbmemfree",), ("memfree",)),
-        "kbavail": (
-            _I,
-            "kB",
-            "available memory estimate (sysstat 11.5+)",
-            ("kbavail",),
-            ("avail",),
-        ),
-        "kbmemused": (_I, "kB", "used memory", ("kbmemused",), ("memused",)),
-        "memused_pct": _pct("used memory share", ("%memused",), ("memused-percent",)),
-        "kbbuffers": (_I, "kB", "kernel buffers", ("kbbuffers",), ("buffers",)),
-        "kbcached": (_I, "kB", "page cache", ("kbcached",), ("cached",)),
-        "kbcommit": (
-            _I,
-            "kB",
-            "memory needed for the current workload (committed)",
-            ("kbcommit",),
-            ("commit",),
-        ),
-        "commit_pct": _pct(
-            "committed memory relative to RAM + swap", ("%commit",), ("commit-percent",)
-        ),
-        "kbactive": (_I, "kB", "active memory", ("kbactive",), ("active",)),
-        "kbinact": (_I, "kB", "inactive memory", ("kbinact",), ("inactive",)),
-        "kbdirty": (_I, "kB", "memory waiting to be written back", ("kbdirty",), ("dirty",)),
-        "kbshmem": (
-            _I,
-            "kB",
-            "shared memory (sysstat 12.7+)",
-            ("kbshmem", "kbshared"),
-            ("shmem", "shared"),
-        ),
-        "kbanonpg": (_I, "kB", "anonymous pages (-r ALL)", ("kbanonpg",), ("anonpg",)),
-        "kbslab": (_I, "kB", "slab memory (-r ALL)", ("kbslab",), ("slab",)),
-        "kbkstack": (_I, "kB", "kernel stacks (-r ALL)", ("kbkstack",), ("kstack",)),
-        "kbpgtbl": (_I, "kB", "page tables (-r ALL)", ("kbpgtbl",), ("pgtbl",)),
-        "kbvmused": (_I, "kB", "vmalloc area used (-r ALL)", ("kbvmused",), ("vmused",)),
-    },
-    "sar_swap_space": {
-        "kbswpfree": (_I, "kB", "free swap space", ("kbswpfree",), ("swpfree",)),
-        "kbswpused": (_I, "kB", "used swap space", ("kbswpused",), ("swpused",)),
-        "swpused_pct": _pct("used swap share", ("%swpused",), ("swpused-percent",)),
-        "kbswpcad": (_I, "kB", "swap cached (in swap and in RAM)", ("kbswpcad",), ("swpcad",)),
-        "swpcad_pct": _pct("cached swap relative to used swap", ("%swpcad",), ("swpcad-percent",)),
-    },
-    "sar_swap": {
-        "pswpin_s": (_F, "pages/s", "pages swapped in per second (-W)", ("pswpin/s",), ("pswpin",)),
-        "pswpout_s": (
-            _F,
-            "pages/s",
-            "pages swapped out per second (-W)",
-            ("pswpout/s",),
-            ("pswpout",),
-        ),
-    },
-    "sar_task": {
-        "proc_s": (_F, "1/s", "tasks created per second (-w)", ("proc/s",), ("proc",)),
-        "cswch_s": (_F, "1/s", "context switches per second (-w)", ("cswch/s",), ("cswch",)),
-    },
-    "sar_io": {
-        "tps": (
-            _F,
-            "1/s",
-            "transfers (I/O requests) per second, all devices (-b)",
-            ("tps",),
-            ("tps",),
-        ),
-        "rtps": (_F, "1/s", "read requests per second", ("rtps",), ("rtps",)),
-        "wtps": (_F, "1/s", "write requests per second", ("wtps",), ("wtps",)),
-        "dtps": (_F, "1/s", "discard requests per second (sysstat 12+)", ("dtps",), ("dtps",)),
-        "bread_s": (_F, "blocks/s", "512-byte blocks read per second", ("bread/s",), ("bread",)),
-        "bwrtn_s": (_F, "blocks/s", "512-byte blocks written per second", ("bwrtn/s",), ("bwrtn",)),
-        "bdscd_s": (
-            _F,
-            "blocks/s",
-            "512-byte blocks discarded per second",
-            ("bdscd/s",),
-            ("bdscd",),
-        ),
-    },
-    "sar_disk": {
-        "dev": (_S, "", "block device (name, or devM-N without -p)", ("DEV",), ("disk-device",)),
-        "tps": (_F, "1/s", "transfers per second", ("tps",), ("tps",)),
-        "rkb_s": (
-            _F,
-            "kB/s",
-            "kB read per second (old rd_sec/s converted)",
-            ("rkB/s", "rd_sec/s*0.5"),
-            ("rkB", "rd_sec*0.5"),
-        ),
-        "wkb_s": (
-            _F,
-            "kB/s",
-            "kB written per second (old wr_sec/s converted)",
-            ("wkB/s", "wr_sec/s*0.5"),
-            ("wkB", "wr_sec*0.5"),
-        ),
-        "dkb_s": (_F, "kB/s", "kB discarded per second", ("dkB/s",), ("dkB", "dc_sec*0.5")),
-        "areq_sz_kb": (
-            _F,
-            "kB",
-            "average request size (old avgrq-sz sectors converted)",
-            ("areq-sz", "avgrq-sz*0.5"),
-            ("areq-sz", "avgrq-sz*0.5"),
-        ),
-        "aqu_sz": (_F, "", "average queue length", ("aqu-sz", "avgqu-sz"), ("aqu-sz", "avgqu-sz")),
-        "await_ms": (_F, "ms", "average request time (queue + service)", ("await",), ("await",)),
-        "svctm_ms": (_F, "ms", "average service time (old versions)", ("svctm",), ("svctm",)),
-        "util_pct": _pct("time the device was busy", ("%util",), ("util-percent",)),
-    },
-    "sar_net_dev": {
-        "iface": (_S, "", "network interface", ("IFACE",), ("iface",)),
-        "rxpck_s": (_F, "1/s", "packets received per second", ("rxpck/s",), ("rxpck",)),
-        "txpck_s": (_F, "1/s", "packets transmitted per second", ("txpck/s",), ("txpck",)),
-        "rxkb_s": (_F, "kB/s", "kB received per second", ("rxkB/s",), ("rxkB",)),
-        "txkb_s": (_F, "kB/s", "kB transmitted per second", ("txkB/s",), ("txkB",)),
-        "rxcmp_s": (_F, "1/s", "compressed packets received per second", ("rxcmp/s",), ("rxcmp",)),
-        "txcmp_s": (
-            _F,
-            "1/s",
-            "compressed packets transmitted per second",
-            ("txcmp/s",),
-            ("txcmp",),
-        ),
-        "rxmcst_s": (
-            _F,
-            "1/s",
-            "multicast packets received per second",
-            ("rxmcst/s",),
-            ("rxmcst",),
-        ),
-        "ifutil_pct": _pct(
-            "interface utilisation (sysstat 10+)", ("%ifutil",), ("ifutil-percent",)
-        ),
-    },
-    "sar_net_edev": {
-        "iface": (_S, "", "network interface", ("IFACE",), ("iface",)),
-        "rxerr_s": (_F, "1/s", "bad packets received per second", ("rxerr/s",), ("rxerr",)),
-        "txerr_s": (_F, "1/s", "transmit errors per second", ("txerr/s",), ("txerr",)),
-        "coll_s": (_F, "1/s", "collisions per second", ("coll/s",), ("coll",)),
-        "rxdrop_s": (
-            _F,
-            "1/s",
-            "received packets dropped per second (no buffer)",
-            ("rxdrop/s",),
-            ("rxdrop",),
-        ),
-        "txdrop_s": (
-            _F,
-            "1/s",
-            "transmitted packets dropped per second",
-            ("txdrop/s",),
-            ("txdrop",),
-        ),
-        "txcarr_s": (_F, "1/s", "carrier errors per second", ("txcarr/s",), ("txcarr",)),
-        "rxfram_s": (_F, "1/s", "frame alignment errors per second", ("rxfram/s",), ("rxfram",)),
-        "rxfifo_s": (_F, "1/s", "receive FIFO overruns per second", ("rxfifo/s",), ("rxfifo",)),
-        "txfifo_s": (_F, "1/s", "transmit FIFO overruns per second", ("txfifo/s",), ("txfifo",)),
-    },
+_SPECS, _SIGNS, _DOCS, JSON_ACTIVITIES = _declared()
+#: The tables of sar and sadf: those of `COLUMNS`, then sar_psi, sar_events and sar_other.
+TABLES: dict[str, base.Table] = {
+    t: base.table(_DOCS[t], _TS, *((c, s[0], s[1], s[2]) for c, s in cols.items()))
+    for t, cols in _SPECS.items()
 }
-
-#: How a header is recognised: table -> names that must all be present.
-SIGNATURES: dict[str, tuple[str, ...]] = {
-    "sar_cpu": ("CPU", "%idle"),
-    "sar_queue": ("runq-sz",),
-    "sar_paging": ("pgpgin/s",),
-    "sar_memory": ("kbmemfree",),
-    "sar_swap_space": ("kbswpfree",),
-    "sar_swap": ("pswpin/s",),
-    "sar_task": ("cswch/s",),
-    "sar_io": ("tps", "bread/s"),
-    "sar_disk": ("DEV", "tps"),
-    "sar_net_dev": ("IFACE", "rxpck/s"),
-    "sar_net_edev": ("IFACE", "rxerr/s"),
-}
-#: sadf -j activity key -> table (array items and single objects alike).
-JSON_ACTIVITIES: dict[str, str] = {
-    "cpu-load": "sar_cpu",
-    "cpu-load-all": "sar_cpu",
-    "queue": "sar_queue",
-    "paging": "sar_paging",
-    "memory": "sar_memory",
-    "swap-pages": "sar_swap",
-    "process-and-context-switch": "sar_task",
-    "io": "sar_io",
-    "disk": "sar_disk",
-    "net-dev": "sar_net_dev",
-    "net-edev": "sar_net_edev",
+#: The dedicated tables (column -> spec) and the header names that identify their sections.
+COLUMNS = {t: cols for t, cols in _SPECS.items() if _SIGNS[t]}
+SIGNATURES = {t: names for t, names in _SIGNS.items() if names}
+#: Header name -> (column, scale) per dedicated table.
+TEXT_ALIASES: dict[str, dict[str, tuple[str, float]]] = {
+    table: {
+        name.partition("*")[0]: (col, float(name.partition("*")[2] or 1.0))
+        for col, spec in cols.items()
+        for name in spec[3]
+    }
+    for table, cols in COLUMNS.items()
 }
 #: item-name columns of unmapped sections (their value is text, not a metric).
-KEY_NAMES = frozenset(
-    {
-        "CPU",
-        "INTR",
-        "TTY",
-        "DEV",
-        "IFACE",
-        "FILESYSTEM",
-        "FCHOST",
-        "BUS",
-        "TEMP",
-        "FAN",
-        "IN",
-        "DEVICE",
-        "BAT",
-        "manufact",
-        "product",
-        "status",
-    }
+_KEYS = (
+    "CPU INTR TTY DEV IFACE FILESYSTEM FCHOST BUS TEMP FAN IN DEVICE BAT manufact product status"
 )
+KEY_NAMES = frozenset(_KEYS.split())
 #: trailing free-text columns (may hold blanks, or be empty)
 TEXT_NAMES = frozenset({"manufact", "product", "FILESYSTEM", "DEVICE"})
 PSI_PREFIX = {
@@ -335,61 +209,185 @@ PSI_PREFIX = {
 PSI_SUFFIX = {"-10": "avg10_pct", "-60": "avg60_pct", "-300": "avg300_pct", "": "avg_pct"}
 
 
-def _tables() -> dict[str, base.Table]:
-    docs = {
-        "sar_cpu": "one row per CPU (or all) per sample: sar -u / -u ALL / -P, sadf cpu-load",
-        "sar_queue": "one row per sample: run queue and load averages (sar -q)",
-        "sar_paging": "one row per sample: paging statistics (sar -B)",
-        "sar_memory": "one row per sample: memory utilisation (sar -r [ALL])",
-        "sar_swap_space": "one row per sample: swap space utilisation (sar -S)",
-        "sar_swap": "one row per sample: swapping activity (sar -W)",
-        "sar_task": "one row per sample: task creation and context switches (sar -w)",
-        "sar_io": "one row per sample: I/O totals over all devices (sar -b)",
-        "sar_disk": "one row per block device per sample (sar -d)",
-        "sar_net_dev": "one row per interface per sample (sar -n DEV)",
-        "sar_net_edev": "one row per interface per sample: error counters (sar -n EDEV)",
-    }
-    out = {
-        t: base.table(docs[t], _TS, *((c, s[0], s[1], s[2]) for c, s in cols.items()))
-        for t, cols in COLUMNS.items()
-    }
-    out["sar_psi"] = base.table(
-        "one row per resource and kind per sample: pressure stall information (sar -q PSI/ALL, sysstat 12.3+)",
-        _TS,
-        ("resource", _S, "", "cpu, io or memory"),
-        ("kind", _S, "", "some (at least one task stalled) or full (all non-idle tasks stalled)"),
-        ("avg10_pct", _F, "%", "kernel's 10 s running average"),
-        ("avg60_pct", _F, "%", "kernel's 60 s running average"),
-        ("avg300_pct", _F, "%", "kernel's 300 s running average"),
-        ("avg_pct", _F, "%", "share of the last sample interval spent stalled"),
-    )
-    out["sar_events"] = base.table(
-        "one row per restart or comment record of the sa data file (deduplicated)",
-        _TS,
-        ("event", _S, "", "'restart' (LINUX RESTART: the host booted) or 'comment' (sadc -C)"),
-        ("detail", _S, "", "comment text, or the restart's '(N CPU)' note"),
-        ("cpus", _I32, "", "CPU count after a restart (NULL for comments)"),
-    )
-    out["sar_other"] = base.table(
-        "one row per value of an activity without a dedicated table (e.g. -I, -v, -n SOCK, -F), long format",
-        _TS,
-        (
-            "section",
-            _S,
-            "",
-            "the section's header names joined by spaces (or the sadf -j activity key)",
-        ),
-        (
-            "item",
-            _S,
-            "",
-            "item names of the row (CPU, INTR, IFACE, FILESYSTEM... joined by '|'), NULL if none",
-        ),
-        ("metric", _S, "", "column name as printed (e.g. intr/s, %fsused)"),
-        ("value", _F, "", "numeric value in the unit the tool printed (NULL when not a number)"),
-        ("text", _S, "", "the raw token when it is not a number, else NULL"),
-    )
-    return out
+# --- sections: header names -> table and columns ------------------------------------------
 
 
-TABLES: dict[str, base.Table] = _tables()
+@dataclass(frozen=True)
+class Section:
+    """One distinct header: its names, the table its rows go to and, for a dedicated table,
+    the position and scale of each of its columns (the first name that maps to it)."""
+
+    names: tuple[str, ...]
+    table: str
+    cols: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+    @property
+    def width(self) -> int:
+        return len(self.names)
+
+    @property
+    def label(self) -> str:
+        return " ".join(self.names)
+
+
+def _psi_split(name: str) -> tuple[str, str, str] | None:
+    for pre, (res, kind) in PSI_PREFIX.items():
+        if name.startswith(pre) and name[len(pre) :] in PSI_SUFFIX:
+            return res, kind, PSI_SUFFIX[name[len(pre) :]]
+    return None
+
+
+def section_table(names: Sequence[str]) -> str:
+    """The table of a section with these header names (a dedicated one, 'sar_psi' or 'sar_other')."""
+    psi = any(n.rstrip("0123456789-") in PSI_PREFIX for n in names if n.startswith("%"))
+    if psi and all(_psi_split(n) for n in names):
+        return "sar_psi"
+    for table, sig in SIGNATURES.items():
+        # every name must be known, else the section is not what we think
+        if all(n in names for n in sig) and all(n in TEXT_ALIASES[table] for n in names):
+            return table
+    return "sar_other"
+
+
+def make_section(names: Sequence[str]) -> Section:
+    """Classify a header and locate its columns."""
+    names = tuple(names)
+    table = section_table(names)
+    cols: dict[str, tuple[int, float]] = {}
+    if table in COLUMNS:
+        for i, n in enumerate(names):
+            col, scale = TEXT_ALIASES[table][n]
+            cols.setdefault(col, (i, scale))
+    return Section(names=names, table=table, cols=cols)
+
+
+def psi_templates(names: Sequence[str]) -> list[tuple[str, str, dict[str, int]]]:
+    """For a PSI header: [(resource, kind, {column: position})]."""
+    groups: dict[tuple[str, str], dict[str, int]] = {}
+    for i, n in enumerate(names):
+        if sp := _psi_split(n):
+            groups.setdefault((sp[0], sp[1]), {})[sp[2]] = i
+    return [(r, k, idx) for (r, k), idx in groups.items()]
+
+
+# --- typing: tokens -> table rows -------------------------------------------------------
+
+
+def _float(tok: pl.Expr, human: bool = False, plain: bool = False) -> pl.Expr:
+    if human:
+        return ss.number(tok, human=True)
+    return tok.cast(pl.Float64, strict=False) if plain else _read.decimal_number(tok)
+
+
+def _int(tok: pl.Expr, human: bool = False, plain: bool = False) -> pl.Expr:
+    whole = tok.cast(pl.Int64, strict=False) if plain and not human else _read.int_number(tok)
+    return pl.coalesce(whole, _float(tok, human, plain).round().cast(pl.Int64, strict=False))
+
+
+def cast_value(
+    tok: pl.Expr, dtype: pl.DataType, col: str, human: bool = False, plain: bool = False
+) -> pl.Expr:
+    """One token -> the declared dtype (decimal comma; ``--human`` suffixes with ``human``).
+
+    ``plain``: the tokens hold no blank and no comma, so stripping blanks and reading a
+    decimal comma would change nothing: the token is cast as it is (same values, less work).
+    """
+    if col == "cpu":
+        t = tok.str.strip_chars().str.to_lowercase().str.strip_prefix("cpu")  # sadf -p: cpu0
+        return pl.when(t == "all").then(-1).otherwise(t.cast(pl.Int32, strict=False)).cast(pl.Int32)
+    if dtype == pl.String:
+        return tok
+    if dtype in (pl.Int64, pl.Int32):
+        return _int(tok, human, plain).cast(dtype, strict=False)
+    return _float(tok, human, plain)
+
+
+def number_positions(sec: Section) -> list[int]:
+    """Positions of ``sec``'s names whose tokens are read as numbers (``--human`` matters)."""
+    if sec.table == "sar_psi":
+        return list(range(sec.width))
+    if sec.table == "sar_other":
+        return [i for i, n in enumerate(sec.names) if n not in KEY_NAMES]
+    types = COLUMNS[sec.table]
+    return [i for c, (i, _) in sec.cols.items() if c != "cpu" and types[c][0] != pl.String]
+
+
+def section_rows(
+    rows: pl.DataFrame, sec: Section, human: bool = False, plain: bool = False
+) -> pl.DataFrame:
+    """The table rows of one section from its rows' tokens: ``rows`` has ``ts`` and one
+    String column ``t0``, ``t1``… per header name (and ``line_no``, kept in the rows of a
+    dedicated table); ``plain`` as in `cast_value`."""
+    tok = [pl.col(f"t{i}") for i in range(sec.width)]
+    if sec.table == "sar_psi":
+        parts = [
+            rows.select(
+                "ts",
+                pl.lit(res).alias("resource"),
+                pl.lit(kind).alias("kind"),
+                *(
+                    (
+                        _float(tok[idx[c]], human, plain) if c in idx else pl.lit(None, pl.Float64)
+                    ).alias(c)
+                    for c in ("avg10_pct", "avg60_pct", "avg300_pct", "avg_pct")
+                ),
+            )
+            for res, kind, idx in psi_templates(sec.names)
+        ]
+        return pl.concat(parts)
+    if sec.table == "sar_other":
+        keys = [i for i, n in enumerate(sec.names) if n in KEY_NAMES]
+        idx = [i for i in range(sec.width) if i not in keys]
+        if not idx:
+            return pl.DataFrame()
+        n, k = rows.height, len(idx)
+        row, col = (pl.Series(a) for a in np.divmod(np.arange(n * k), k))  # row by row
+        at = col * n + row  # a value's place in its metric's column, the columns end to end
+        values = rows.select(
+            *(_float(tok[i], human, plain).alias(str(i)) for i in idx)
+        ).get_columns()
+        long = pl.DataFrame(
+            {
+                "ts": rows.get_column("ts").gather(row),
+                "section": pl.repeat(sec.label, n * k, eager=True),
+                "item": rows.select(pl.concat_str([tok[i] for i in keys], separator="|"))
+                .to_series()
+                .gather(row)
+                if keys
+                else pl.repeat(None, n * k, dtype=pl.String, eager=True),
+                "metric": pl.Series([sec.names[i] for i in idx]).gather(col),
+                "value": pl.concat(values).gather(at),
+            }
+        )
+        if not any(v.null_count() for v in values):
+            return long.with_columns(pl.lit(None, pl.String).alias("text"))
+        raw = pl.concat([rows.get_column(f"t{i}") for i in idx]).gather(at)  # not a number: text
+        return long.with_columns(pl.when(pl.col("value").is_null()).then(raw).alias("text"))
+    exprs = []
+    for col, (dtype, *_) in COLUMNS[sec.table].items():
+        if col not in sec.cols:
+            exprs.append(pl.lit(None, dtype).alias(col))
+            continue
+        at, scale = sec.cols[col]
+        v = cast_value(tok[at], dtype, col, human, plain)
+        exprs.append((v * scale if dtype == pl.Float64 and scale != 1.0 else v).alias(col))
+    return rows.select("ts", *exprs, *(["line_no"] if "line_no" in rows.columns else []))
+
+
+def tables_of(
+    parts: Iterable[tuple[Section, pl.DataFrame]], human: bool = False, plain: bool = False
+) -> dict[str, pl.DataFrame]:
+    """Every table with rows, from the token rows of its sections (`section_rows`), in the
+    order of their first section; a dedicated table's rows from several sections in line
+    order when they have ``line_no``, else in the order given."""
+    out: dict[str, list[pl.DataFrame]] = {}
+    for sec, rows in parts:
+        out.setdefault(sec.table, []).append(section_rows(rows, sec, human, plain))
+    tables = {}
+    for table, frames in out.items():
+        frame = pl.concat([f for f in frames if f.height] or frames[:1], how="vertical")
+        if "line_no" in frame.columns:
+            frame = (frame.sort("line_no") if len(frames) > 1 else frame).drop("line_no")
+        if frame.height:
+            tables[table] = frame
+    return tables

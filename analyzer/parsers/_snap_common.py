@@ -1,4 +1,5 @@
-"""Helpers shared by the snapshot parsers (host_config, processes, df, interrupts, buddyinfo).
+"""Helpers shared by the snapshot parsers (host_config, processes, df, interrupts, buddyinfo,
+containers, proc_cgroup; `unescape` also app_log).
 
 A capture snapshot is ``snap/<name>.<phase>.out`` with phase ``start`` or ``end``: the
 phase comes from the file name, the snapshot time from the manifest (``ctx.capture_start``
@@ -16,6 +17,19 @@ import polars as pl
 
 from analyzer.parsers import _read, base
 
+#: The two columns every snapshot table starts with.
+SNAP_COLUMNS: tuple[tuple[str, pl.DataType, str, str], ...] = (
+    ("ts", base.TS, "", "snapshot time (UTC); NULL when unknown"),
+    ("snapshot", pl.String, "", "'start' or 'end' (capture phase); NULL for hand-made files"),
+)
+#: The line verdicts most snapshot parsers give, for `account`.
+REASONS: dict[str, tuple[str, str]] = {
+    "parsed": ("parsed", ""),
+    "blank": ("structure", "blank"),
+    "header": ("structure", "header"),
+    "truncated": ("skipped", "truncated last line (no trailing newline)"),
+    "other": ("skipped", "unrecognised line"),
+}
 _PHASE = re.compile(r"(?:^|[._-])(start|end)(?:[._-]|$)")
 
 
@@ -48,6 +62,11 @@ def lines(path: Path, notes: list[str]) -> pl.DataFrame:
     if _read.needs_utf8_repair(path):
         notes.append("file is not valid UTF-8: invalid bytes replaced")
     return _read.read_lines(path).collect()
+
+
+def blank_only(df: pl.DataFrame) -> bool:
+    """True when the lines of ``df`` (from `lines`) are all blank, or there are none."""
+    return df.height == 0 or bool(df["line"].str.strip_chars().eq("").all())
 
 
 def ends_with_newline(path: Path) -> bool:
@@ -102,6 +121,14 @@ def snake(expr: pl.Expr) -> pl.Expr:
         .str.replace_all(r"[^a-z0-9]+", "_")
         .str.strip_chars("_")
     )
+
+
+def unescape(expr: pl.Expr) -> pl.Expr:
+    """Octal escapes of /proc/mounts and of the capture's paths: ``\\040`` space,
+    ``\\011`` tab, ``\\012`` newline, ``\\134`` backslash."""
+    for code, ch in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        expr = expr.str.replace_all(code, ch, literal=True)
+    return expr
 
 
 def squash(expr: pl.Expr) -> pl.Expr:

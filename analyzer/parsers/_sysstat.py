@@ -23,9 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
+import numpy as np
 import polars as pl
 
 from analyzer.parsers import _read, base
+from analyzer.parsers import _sysstat_swar as swar
 
 BANNER_RE = re.compile(
     r"^(?P<sysname>[A-Za-z][\w.-]*) (?P<release>\S+) \((?P<host>[^)]*)\)\s+(?P<date>\S+)\s+"
@@ -411,3 +413,46 @@ def cut_rows(
         .select(*keep, *[slow[k].alias(k) for k in fast])
     )
     return pl.concat([good, bad], how="vertical_relaxed")
+
+
+def right_aligned(
+    data: bytes,
+    starts: np.ndarray,
+    layout: Layout,
+    idx: Sequence[int],
+    comma: bool = False,
+    alt: dict[int, tuple[str, float]] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The fields ``idx`` of :func:`aligned_fields` typed straight from the bytes, for rows
+    of ``layout.width`` ASCII bytes starting at ``starts`` (offsets in ``data``).
+
+    Returns ``ok`` (per row) and the values ``(len(idx), rows)``. A row is ok when each of
+    its fields is ``[blank][blanks][digits]`` plus the point and decimals of the first
+    row's field (or the text of ``alt``: position in ``idx`` -> ``(text, value)``, e.g.
+    ``all``): then every value is the one :func:`number` gives for the field (``comma``:
+    ``,`` accepted as the point, as :func:`number` does), never a guess. Rows that are not
+    ok are for :func:`aligned_fields`. Typed by :class:`._sysstat_swar.Numbers` (SWAR).
+    """
+    ok = np.zeros(starts.size, dtype=bool)
+    vals = np.empty((len(idx), starts.size), dtype=np.float64)
+    if not starts.size:
+        return ok, vals
+    first = data[int(starts[0]) : int(starts[0]) + layout.width].decode("ascii", "replace")
+    slots = []
+    for i in idx:
+        a = layout.ends[i - 1] if i > 0 else 0
+        m = re.search(r"[.,](\d+)$", first[a : layout.ends[i]])
+        slots.append((a, layout.ends[i], len(m[1]) if m else 0))
+    try:
+        numbers = swar.Numbers(slots, comma, alt=alt, narrow=True)
+    except ValueError:  # a field too narrow for a number: read them all by the regular path
+        return ok, vals
+    view = np.lib.stride_tricks.sliding_window_view(np.frombuffer(data, np.uint8), layout.width)
+    step = swar.block_rows(len(idx))
+    for at in range(0, starts.size, step):
+        part = slice(at, at + step)
+        good, _ = numbers(view[starts[part]], out=vals[:, part])
+        ok[part] = good.all(axis=0)
+    if (numbers.row != np.arange(numbers.k)).any():  # values come out one-word slots first
+        vals = vals[numbers.row]
+    return ok, vals

@@ -15,8 +15,8 @@ escaped like the sampler paths (``\\040`` space, ``\\011`` tab, ``\\012`` newlin
 ``\\134`` backslash).
 
 Table ``app_log_line`` (types and units in ``TABLES``): ts, file, pattern, line, and the
-numbers the line prints in a common form (`_app_log_forms` lists them: PyTorch,
-DeepSpeed, Megatron-LM, HF Trainer, Lightning/tqdm, nanoGPT, torchtitan): step,
+numbers the line prints in a common form (PyTorch, DeepSpeed, Megatron-LM, HF Trainer,
+Lightning/tqdm, nanoGPT, torchtitan; the forms are listed below): step,
 steps_total, loss, printed_step_time_ms (a printed step time, or 1000 / it/s),
 it_per_s, samples_per_s, tokens_per_s. ``arrival_step_time_ms`` is derived from the
 arrival times: between two lines of the file that print a step number, Δts / Δstep
@@ -40,8 +40,8 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _app_log_forms as forms
 from analyzer.parsers._read import read_lines
+from analyzer.parsers._snap_common import unescape
 from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult, table
 
 TABLES = {
@@ -68,6 +68,67 @@ TABLES = {
     )
 }
 
+_NUM = r"([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
+_POS = r"([0-9]+(?:\.[0-9]+)?)"
+_END = r"(?:[^0-9a-z.]|$)"  # after a step number: not a decimal, not a unit
+
+STEP = (
+    rf"(?i)(?:^|[^a-z0-9_])(?:global[_ ]?step|step|iteration|iter)\s*[:=#]?\s*\[?\s*([0-9]+)(?:\s*/\s*([0-9]+))?{_END}",
+    r"\[\s*([0-9]+)\s*/\s*([0-9]+)\s*\]",
+    r"(?:^|[|\s])([0-9]+)/([0-9]+)\s*\[[0-9]",
+)
+LOSS = (rf"(?i)(?:^|[^a-z0-9_])(?:lm[ _])?loss['\"]?\s*[:=]?\s*{_NUM}",)
+TIME_MS = (r"(?i)elapsed time per iteration \(ms\):\s*" + _POS,)
+TIME_UNIT = (
+    rf"(?i)(?:step[_ ]?time|time[_ ]per[_ ]step|time/step|iter[_ ]?time|batch[_ ]?time|time)['\"]?\s*[:=]?\s*{_POS}\s*(ms|s)\b",
+)
+TIME_S = (r"(?i)\btime\s+" + _POS + r"\s+\(", _POS + r"\s*s/it\b")
+IT_S = (_POS + r"\s*it/s\b",)
+SAMPLES = (
+    r"(?i)CurrSamplesPerSec\s*=\s*" + _POS,
+    r"(?i)samples?[_ ]?per[_ ]?sec(?:ond)?['\"]?\s*[:=]\s*" + _POS,
+    r"(?i)" + _POS + r"\s*samples?/s(?:ec)?\b",
+)
+TOKENS = (
+    r"(?i)tokens?[_ ]?per[_ ]?sec(?:ond)?['\"]?\s*[:=]\s*([0-9][0-9.,]*)",
+    r"(?i)([0-9][0-9.,]*)\s*tok(?:en)?s?/s(?:ec)?\b",
+    r"(?i)(?:^|[^a-z0-9_])tps\s*[:=]\s*([0-9][0-9.,]*)",
+)
+
+
+def _first(text: pl.Expr, forms: tuple[str, ...], group: int = 1) -> pl.Expr:
+    """Group ``group`` of the first of ``forms`` that matches ``text`` (String): NULL
+    when that form has no such group in the line, even if a later form has."""
+    out = pl.lit(None, pl.String)
+    for f in reversed(forms):
+        out = pl.when(text.str.contains(f)).then(text.str.extract(f, group)).otherwise(out)
+    return out
+
+
+def _float(e: pl.Expr) -> pl.Expr:
+    return e.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
+
+
+def _numbers(text: pl.Expr) -> list[pl.Expr]:
+    """The extracted columns: step, steps_total, loss, printed_step_time_ms, it_per_s,
+    samples_per_s, tokens_per_s."""
+    unit = _first(text, TIME_UNIT, 2).str.to_lowercase()
+    t_unit = _float(_first(text, TIME_UNIT)) * pl.when(unit == "s").then(1000.0).otherwise(1.0)
+    t_s = _float(_first(text, TIME_S))
+    it_s = _float(_first(text, IT_S))
+    printed = pl.coalesce(_float(_first(text, TIME_MS)), t_unit, t_s * 1000.0, 1000.0 / it_s)
+    s_it = _float(text.str.extract(TIME_S[1], 1))
+    return [
+        _first(text, STEP).cast(pl.Int64, strict=False).alias("step"),
+        _first(text, STEP, 2).cast(pl.Int64, strict=False).alias("steps_total"),
+        _float(_first(text, LOSS)).alias("loss"),
+        printed.alias("printed_step_time_ms"),
+        pl.coalesce(it_s, 1.0 / s_it).alias("it_per_s"),
+        _float(_first(text, SAMPLES)).alias("samples_per_s"),
+        _float(_first(text, TOKENS)).alias("tokens_per_s"),
+    ]
+
+
 _DATA = r"^([0-9]{1,12}(?:\.[0-9]{1,9})?) (\S+) (.*)$"
 _BEGIN = r"^# hindsight-app-log begin pattern=(.*)$"
 _REMARK = "# hindsight-app-log "
@@ -89,12 +150,6 @@ def sniff(head: str, name: str) -> float:
     return 0.6 if all(p.startswith("/") for p in paths) else 0.0
 
 
-def _unescape(e: pl.Expr) -> pl.Expr:
-    for code, ch in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
-        e = e.str.replace_all(code, ch, literal=True)
-    return e
-
-
 def parse(path: Path, ctx: ParseContext) -> ParseResult:
     """Parse one app-log file into ``app_log_line`` (see the module docstring)."""
     df = read_lines(path).collect()
@@ -110,7 +165,7 @@ def parse(path: Path, ctx: ParseContext) -> ParseResult:
         .then(pl.lit("data"))
         .otherwise(pl.lit("other")),
         epoch=g.struct.field("1"),
-        file=_unescape(g.struct.field("2")),
+        file=unescape(g.struct.field("2")),
         text=g.struct.field("3"),
     )
     cov = Coverage(total=df.height)
@@ -144,14 +199,13 @@ def _typed(rows: pl.DataFrame) -> pl.DataFrame:
     ts = pl.from_epoch(_epoch_us(pl.col("epoch")), time_unit="us").dt.replace_time_zone("UTC")
     out = rows.select(
         "line_no", ts.alias("ts"), "file", "pattern", pl.col("text").alias("line")
-    ).with_columns(forms.numbers(pl.col("line")))
+    ).with_columns(_numbers(pl.col("line")))
     stepped = out.filter(pl.col("step").is_not_null())
+    dt = pl.col("ts").diff().over("file").dt.total_microseconds() / 1000.0
     if stepped.height:  # Δts / Δstep between consecutive lines with a step, per file
-        dt = pl.col("ts").diff().over("file").dt.total_microseconds() / 1000.0
         ds = pl.col("step").diff().over("file")
         arrival = stepped.select("line_no", arrival=pl.when(ds > 0).then(dt / ds))
     else:  # no step numbers: each matched line is one step
-        dt = pl.col("ts").diff().over("file").dt.total_microseconds() / 1000.0
         arrival = out.select("line_no", arrival=dt)
     out = out.join(arrival, on="line_no", how="left", maintain_order="left")
     return out.select(

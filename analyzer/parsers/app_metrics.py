@@ -6,7 +6,8 @@ Input format (docs/bundle-format.md "Application series"): every scrape between 
 ``# hindsight-scrape begin <epoch_s> <url>`` and a ``# hindsight-scrape end <epoch_s>
 rc=… bytes=… truncated=… dur_ms=…[ error=…]`` line; the page as the endpoint sent it.
 Each page is parsed with `prometheus_client`'s parsers (OpenMetrics when it ends with
-``# EOF``, else the Prometheus text format 0.0.4; `_app_prom`), so any exposition works:
+``# EOF``; when that strict parser refuses it, and for every other page, the Prometheus
+text format 0.0.4), so any exposition works:
 vLLM (``vllm:e2e_request_latency_seconds``, ``vllm:time_to_first_token_seconds``,
 ``vllm:time_per_output_token_seconds`` / ``vllm:inter_token_latency_seconds``,
 ``vllm:num_requests_running``/``waiting``, ``vllm:gpu_cache_usage_perc`` /
@@ -45,7 +46,10 @@ Tables (types and units in ``TABLES``):
   unit is not a time).
 
 A bad scrape costs only itself: its sample lines are counted skipped with the reason
-and the parser's message is in ``app_scrape.reason``. Timestamps written after a sample
+and the parser's message is in ``app_scrape.reason``. Two things are put back as the page
+has them: the text parser renames the samples of a ``# TYPE x counter`` family
+``x_total`` (undone unless the declared name ends in ``_total``), and it has no exemplars
+(the OpenMetrics parser keeps them). Timestamps written after a sample
 value are ignored (every sample takes its scrape's time). Cost: the parsers are pure
 Python, about 20 µs per sample (a 185-sample vLLM page in ~4 ms).
 
@@ -64,13 +68,17 @@ Sample input (one scrape)::
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
+from prometheus_client.parser import text_string_to_metric_families as text_families
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _app_derive, _app_prom
-from analyzer.parsers import _app_scrapes as sc
+from analyzer.parsers import _app_derive, _blocks
 from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult, table
 
 _LAT = "latency percentile in milliseconds (NULL when the unit is not a time)"
@@ -159,92 +167,18 @@ TABLES = {
 }
 
 BATCH_SAMPLES = 200_000  # samples per batch handed to the store
+MAX_PAGE_BYTES = 64 << 20  # a page larger than this is counted, not parsed
+BEGIN = "# hindsight-scrape begin "
+_BEGIN = r"^# hindsight-scrape begin ([0-9]{1,12}(?:\.[0-9]{1,9})?) (\S*)\s*$"
+_END = (
+    r"^# hindsight-scrape end ([0-9]{1,12}(?:\.[0-9]{1,9})?) rc=(-?[0-9]+) bytes=([0-9]+)"
+    r" truncated=([01]) dur_ms=([0-9.]+)(?: error=(.*))?$"
+)
 _SAMPLE_LINE = re.compile(
     r"^[A-Za-z_:][A-Za-z0-9_:]*(?:\{.*\})?\s+(?:[-+0-9.eE]+|NaN|[+-]?Inf)", re.M
 )
 _META_LINE = re.compile(r"^# (?:HELP|TYPE) [A-Za-z_:][A-Za-z0-9_:]* ", re.M)
-
-
-def sniff(head: str, name: str) -> float:
-    """Certain for the capture's scrape blocks; high for a bare exposition page."""
-    if sc.BEGIN in head:
-        return 0.99
-    meta, samples = len(_META_LINE.findall(head)), len(_SAMPLE_LINE.findall(head))
-    return 0.85 if meta >= 2 and samples >= 1 else 0.0
-
-
-def parse(path: Path, ctx: ParseContext) -> ParseResult:
-    """Parse an app-metrics file scrape by scrape (see the module docstring)."""
-    cov = Coverage()
-    out = _Out(ctx)
-    deltas = _app_derive.Deltas()
-    batch: list[pl.DataFrame] = []
-    n = 0
-    for block in sc.iter_scrapes(path):
-        cov.total += block.n_lines
-        out.markers = out.markers or block.kind in ("scrape", "cut")
-        frame = _block(block, cov, out)
-        if frame is not None and frame.height:
-            batch.append(frame)
-            n += frame.height
-        if n >= BATCH_SAMPLES:
-            out.samples(pl.concat(batch), deltas)
-            batch, n = [], 0
-    if batch:
-        out.samples(pl.concat(batch), deltas)
-    if not out.markers and cov.parsed == 0 and cov.n_skipped:
-        raise ParseError(f"{path.name}: neither scrape blocks nor an exposition page")
-    cov.notes[:] = list(dict.fromkeys(out.notes))
-    return ParseResult(tables=out.result(), coverage=cov)
-
-
-def _block(block: sc.Block, cov: Coverage, out: _Out) -> pl.DataFrame | None:
-    """Account for one block's lines; its samples as a frame (None when it has none)."""
-    markers = 0 if block.kind == "bare" else (2 if block.kind == "scrape" else 1)
-    if block.kind == "stray":
-        cov.add_skipped("line outside a scrape block", block.n_lines)
-        return None
-    if block.kind == "cut":
-        cov.add_structure("scrape marker", markers)
-        cov.add_skipped("scrape cut short (no end marker)", block.n_lines - markers)
-        out.scrape(block, "cut", "no end marker: the capture stopped while writing it", None)
-        return None
-    cov.add_structure("scrape marker", markers)
-    body = block.n_lines - markers
-    if block.oversized:
-        cov.add_skipped(f"page larger than {sc.MAX_BLOCK_BYTES >> 20} MiB", body)
-        out.scrape(block, "unparsable", "page too large to parse", None)
-        return None
-    if block.rc not in (None, 0):
-        cov.add_skipped("output of a failed scrape", body)
-        out.scrape(block, "failed", block.error or f"exit code {block.rc}", None)
-        return None
-    page = _app_prom.parse_page(block.lines)
-    cov.add_structure("comment (# HELP, # TYPE, # EOF...)", page.comments)
-    cov.add_structure("blank", page.blank)
-    if page.error is not None:
-        cov.add_skipped("page not accepted by prometheus_client's parsers", page.sample_lines)
-        out.notes.append(f"a scrape was not parseable: {page.error}")
-        out.scrape(block, "unparsable", page.error, page)
-        return None
-    parsed = min(page.n_samples, page.sample_lines)
-    cov.parsed += parsed
-    cov.add_skipped("sample line the parser returned no sample for", page.sample_lines - parsed)
-    if block.kind == "bare":
-        out.notes.append("a page saved without the capture: no time, ts NULL, no rates")
-    if block.truncated:
-        out.notes.append(
-            "pages cut at the size cap (HINDSIGHT_APP_MAX_KB): their last families are missing"
-        )
-    out.scrape(block, "truncated" if block.truncated else "ok", None, page)
-    ts = block.start_us
-    frame = pl.DataFrame(page.rows, schema=_SAMPLE_SCHEMA)
-    return frame.with_columns(
-        ts=pl.lit(ts, pl.Int64).cast(pl.Datetime("us")).dt.replace_time_zone("UTC"),
-        endpoint=pl.lit(block.endpoint, pl.String),
-    )
-
-
+_BUCKETED = {"histogram", "gaugehistogram"}
 _SAMPLE_SCHEMA = {
     "family": pl.String,
     "metric": pl.String,
@@ -258,68 +192,280 @@ _SAMPLE_SCHEMA = {
 }
 
 
-class _Out:
-    """The four tables, handed to ``ctx.sink`` batch by batch (or kept without one)."""
+def sniff(head: str, name: str) -> float:
+    """Certain for the capture's scrape blocks; high for a bare exposition page."""
+    if BEGIN in head:
+        return 0.99
+    meta, samples = len(_META_LINE.findall(head)), len(_SAMPLE_LINE.findall(head))
+    return 0.85 if meta >= 2 and samples >= 1 else 0.0
 
-    def __init__(self, ctx: ParseContext) -> None:
-        self.sink = ctx.sink
-        self.sent: set[str] = set()
-        self.kept: dict[str, list[pl.DataFrame]] = {name: [] for name in TABLES}
-        self.scrapes: list[dict] = []
-        self.n_scrapes = 0
-        self.markers = False
-        self.notes: list[str] = []
 
-    def put(self, name: str, frame: pl.DataFrame) -> None:
-        df = TABLES[name].conform(frame).collect()
-        if self.sink is not None:
-            self.sink(name, df)
-            self.sent.add(name)
-        else:
-            self.kept[name].append(df)
+@dataclass
+class _Scrape:
+    """A scrape (``kind`` ``scrape``; ``cut``: no end marker), a page saved without the
+    capture (``bare``), lines outside any scrape (``stray``) or before the first marker
+    (``pre``: stray once a marker follows, else a bare page). ``n_lines``: every line,
+    markers included; ``text``: the page (None once over ``MAX_PAGE_BYTES``) with its
+    line counts; the marker fields (times in µs since the epoch) are None without markers."""
 
-    def scrape(self, b: sc.Block, status: str, reason: str | None, page) -> None:
-        self.n_scrapes += 1
-        self.scrapes.append(
+    kind: str
+    n_lines: int = 0
+    size: int = 0
+    text: str | None = ""
+    comments: int = 0
+    blank: int = 0
+    sample_lines: int = 0
+    eof: bool = False
+    plain_counters: frozenset[str] = frozenset()  # '# TYPE x counter', x not ending in _total
+    endpoint: str | None = None
+    start_us: int | None = None
+    rc: int | None = None
+    bytes: int | None = None
+    truncated: bool = False
+    dur_ms: float | None = None
+    error: str | None = None
+
+
+def _epoch_us(text: str) -> int:
+    """'1764424800.123456789' -> µs since the epoch, exactly (no float rounding)."""
+    whole, _, frac = text.partition(".")
+    return int(whole) * 1_000_000 + int((frac + "000000")[:6])
+
+
+def _cut(buf: bytes, limit: int) -> int:
+    """End a block before its last begin marker (whole scrapes), else after its last line."""
+    at = buf.rfind(b"\n" + BEGIN.encode(), 0, limit)
+    return at + 1 if at >= 0 else limit
+
+
+class _Scrapes:
+    """Cuts each block into `_Scrape`s; a scrape, or the text before the first marker,
+    that a block leaves open is carried into the next block: its lines, or only its
+    counts once it is over ``MAX_PAGE_BYTES``."""
+
+    def __init__(self) -> None:
+        self.carry: pl.DataFrame | None = None
+        self.open: _Scrape | None = None
+        self.seen_marker = False
+
+    def of(self, block: _blocks.Block) -> list[_Scrape]:
+        df = block.lines if self.carry is None else pl.concat([self.carry, block.lines])
+        first = self.open or (None if self.seen_marker else _Scrape("pre"))
+        self.carry, self.open = None, None
+        # the lines before the first begin marker: text before any marker ("pre"), an open
+        # scrape's ("cut"), or stray lines
+        head = first.kind if first else None
+        pre, cut = pl.lit(head == "pre"), pl.lit(head == "cut")
+        line, s, g = pl.col("line"), pl.col("line").str.strip_chars(), pl.col("g")
+        b, e = line.str.extract_groups(_BEGIN), line.str.extract_groups(_END)
+        df = df.with_columns(g=b.struct.field("1").is_not_null().cum_sum())
+        ended = e.struct.field("1").is_not_null() & ((g > 0) | cut)
+        df = df.with_columns(ends=ended.cum_sum().over("g"))
+        closing = ended & (pl.col("ends") == 1)
+        inside = (pl.col("ends") == 0) | closing  # a scrape's lines: up to its first end marker
+        own = pl.when(g > 0).then(inside).otherwise(pre | (cut & inside))
+        page = own & ~closing & b.struct.field("1").is_null()
+        typed = s.str.extract(r"^#\s+TYPE\s+(\S+)\s+counter\s*$", 1)
+        agg = df.group_by("g", maintain_order=True).agg(
+            n=own.sum(),
+            stray=(~own).sum(),
+            begin=b.struct.field("1").drop_nulls().first(),
+            url=b.struct.field("2").drop_nulls().first(),
+            end=e.filter(closing).first(),
+            size=(line.str.len_chars() + 1).filter(page).sum(),
+            blank=(page & (s == "")).sum(),
+            comments=(page & s.str.starts_with("#")).sum(),
+            sample_lines=(page & (s != "") & ~s.str.starts_with("#")).sum(),
+            eof=(page & (s == "# EOF")).any(),
+            plain=typed.filter(page & ~typed.str.ends_with("_total")),
+            text=line.filter(page).str.join("\n"),
+        )
+        last_g = int(agg["g"][-1])
+        out: list[_Scrape] = []
+        if first is not None and first.n_lines and agg["g"][0] != 0:  # a begin right away ends it
+            out.append(self._finish(first, last_g))
+        for r in agg.iter_rows(named=True):
+            if r["stray"]:
+                out.append(_Scrape("stray", n_lines=r["stray"]))
+            cur = first
+            if r["g"] > 0:
+                self.seen_marker = True
+                cur = _Scrape("cut", endpoint=r["url"] or None, start_us=_epoch_us(r["begin"]))
+            if cur is None:
+                continue
+            cur.n_lines += r["n"]
+            cur.size += r["size"]
+            if cur.size > MAX_PAGE_BYTES:
+                cur.text = None
+            elif cur.text is not None:  # a scrape not carried over: all of it is in this block
+                for k in ("text", "eof", "comments", "blank", "sample_lines"):
+                    setattr(cur, k, r[k])
+                cur.plain_counters = frozenset(r["plain"])
+            if r["end"] is not None:
+                end = r["end"]
+                cur.kind, cur.rc, cur.bytes = "scrape", int(end["2"]), int(end["3"])
+                cur.truncated, cur.dur_ms, cur.error = end["4"] == "1", float(end["5"]), end["6"]
+                out.append(cur)
+            elif r["g"] == last_g and not block.last:  # open at the block's end: carried
+                if cur.text is None:
+                    self.open = cur
+                else:
+                    self.carry = df.filter(g == last_g).select("line_no", "line")
+            else:
+                out.append(self._finish(cur, last_g))
+        return out
+
+    def _finish(self, cur: _Scrape, last_g: int) -> _Scrape:
+        if cur.kind == "pre":  # the text before the first marker is a page only without markers
+            cur.kind = "stray" if last_g > 0 else "bare"
+        return cur
+
+
+def _escape(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def label_string(labels: dict[str, str], drop: str | None = None) -> str:
+    """``{b: 'x"y', a: '1'}`` -> ``a="1",b="x\\"y"``: sorted by name, values escaped as
+    in the exposition format (``\\\\``, ``\\"``, ``\\n``); ``drop`` leaves one name out."""
+    return ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()) if k != drop)
+
+
+def _bound(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _families(parser, text: str) -> tuple[list | None, str | None]:
+    try:
+        return list(parser(text)), None
+    except Exception as e:  # the parsers raise ValueError, KeyError, IndexError...
+        return None, f"{type(e).__name__}: {str(e)[:200]}" if str(e) else type(e).__name__
+
+
+def _page(sc: _Scrape) -> tuple[str, list[tuple] | None, str | None]:
+    """(format, sample rows or None, the parser's error) of one page (module docstring)."""
+    text = (sc.text or "") + "\n"
+    fmt, families, error = "prometheus", None, None
+    if sc.eof:
+        fmt, (families, error) = "openmetrics", _families(openmetrics_families, text)
+    if families is None:
+        families, err2 = _families(text_families, text)
+        error = error or err2
+        fmt = "prometheus" if families is not None else fmt
+    if families is None:
+        return fmt, None, error
+    plain = sc.plain_counters if fmt == "prometheus" else frozenset()
+    rows = []
+    for fam in families:
+        kind = fam.type
+        for s in fam.samples:
+            name, drop, le, q = s.name, None, None, None
+            if kind == "counter" and fam.name in plain and name == fam.name + "_total":
+                name = fam.name  # the text parser's OpenMetrics renaming, undone
+            if kind in _BUCKETED and name.endswith("_bucket"):
+                le, drop = _bound(s.labels.get("le")), "le"
+            elif kind == "summary" and "quantile" in s.labels:
+                q, drop = _bound(s.labels.get("quantile")), "quantile"
+            ex = getattr(s, "exemplar", None)
+            rows.append(
+                (fam.name, name, kind, label_string(s.labels, drop), le, q, float(s.value))
+                + ((label_string(ex.labels), float(ex.value)) if ex else (None, None))
+            )
+    return fmt, rows, error
+
+
+def parse(path: Path, ctx: ParseContext) -> ParseResult:
+    """Parse an app-metrics file scrape by scrape (see the module docstring)."""
+    cov, notes, scrapes = Coverage(), [], _Scrapes()
+    out, deltas = _blocks.Rows(ctx, TABLES), _app_derive.Deltas()
+    info: list[dict] = []  # app_scrape rows not yet handed over
+    batch: list[pl.DataFrame] = []
+
+    def flush() -> None:
+        if info:
+            ts = pl.col("ts").cast(pl.Int64).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+            out.put({"app_scrape": pl.DataFrame(info, infer_schema_length=None).with_columns(ts)})
+            info.clear()
+        if batch:
+            frame = pl.concat(batch)
+            d = deltas(frame)
+            q = _app_derive.quantiles(d, frame)
+            out.put({"app_metric_sample": frame, "app_metric_rate": _app_derive.rates(d)})
+            out.put({"app_metric_quantile": q} if q.height else {})
+            batch.clear()
+
+    for block in _blocks.Blocks(path, cut=_cut):
+        for sc in scrapes.of(block):
+            cov.total += sc.n_lines
+            frame = _scrape(sc, cov, notes, info)
+            if frame is not None and frame.height:
+                batch.append(frame)
+            if sum(f.height for f in batch) >= BATCH_SAMPLES:
+                flush()
+    flush()
+    if not scrapes.seen_marker and cov.parsed == 0 and cov.n_skipped:
+        raise ParseError(f"{path.name}: neither scrape blocks nor an exposition page")
+    out.put({name: pl.DataFrame() for name in TABLES})  # every table exists, even empty
+    cov.notes[:] = list(dict.fromkeys(notes))
+    return ParseResult(tables=out.tables(), coverage=cov)
+
+
+def _scrape(sc: _Scrape, cov: Coverage, notes: list[str], info: list[dict]) -> pl.DataFrame | None:
+    """Account for one scrape's lines and note its app_scrape row; its samples as a frame."""
+
+    def row(status: str, reason: str | None, fmt: str | None = None, n: int = 0) -> None:
+        info.append(
             {
-                "ts": b.start_us,
-                "endpoint": b.endpoint,
-                "dur_ms": b.dur_ms,
-                "rc": b.rc,
-                "bytes": b.bytes,
-                "truncated": b.truncated,
-                "format": page.format if page is not None else None,
-                "samples": page.n_samples if page is not None and page.error is None else 0,
+                "ts": sc.start_us,
+                "endpoint": sc.endpoint,
+                "dur_ms": sc.dur_ms,
+                "rc": sc.rc,
+                "bytes": sc.bytes,
+                "truncated": sc.truncated,
+                "format": fmt,
+                "samples": n,
                 "status": status,
                 "reason": reason,
             }
         )
 
-    def _flush_scrapes(self) -> None:
-        if not self.scrapes:
-            return
-        df = pl.DataFrame(self.scrapes, infer_schema_length=None).with_columns(
-            pl.col("ts").cast(pl.Int64).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    if sc.kind == "stray":
+        cov.add_skipped("line outside a scrape block", sc.n_lines)
+        return None
+    markers = {"bare": 0, "cut": 1}.get(sc.kind, 2)
+    cov.add_structure("scrape marker", markers)
+    body = sc.n_lines - markers
+    if sc.kind == "cut":
+        cov.add_skipped("scrape cut short (no end marker)", body)
+        return row("cut", "no end marker: the capture stopped while writing it")
+    if sc.text is None:
+        cov.add_skipped(f"page larger than {MAX_PAGE_BYTES >> 20} MiB", body)
+        return row("unparsable", "page too large to parse")
+    if sc.rc not in (None, 0):
+        cov.add_skipped("output of a failed scrape", body)
+        return row("failed", sc.error or f"exit code {sc.rc}")
+    fmt, rows, error = _page(sc)
+    cov.add_structure("comment (# HELP, # TYPE, # EOF...)", sc.comments)
+    cov.add_structure("blank", sc.blank)
+    if rows is None:
+        cov.add_skipped("page not accepted by prometheus_client's parsers", sc.sample_lines)
+        notes.append(f"a scrape was not parseable: {error}")
+        return row("unparsable", error, fmt)
+    parsed = min(len(rows), sc.sample_lines)
+    cov.parsed += parsed
+    cov.add_skipped("sample line the parser returned no sample for", sc.sample_lines - parsed)
+    if sc.kind == "bare":
+        notes.append("a page saved without the capture: no time, ts NULL, no rates")
+    if sc.truncated:
+        notes.append(
+            "pages cut at the size cap (HINDSIGHT_APP_MAX_KB): their last families are missing"
         )
-        self.put("app_scrape", df)
-        self.scrapes = []
-
-    def samples(self, frame: pl.DataFrame, deltas: _app_derive.Deltas) -> None:
-        self._flush_scrapes()
-        self.put("app_metric_sample", frame)
-        d = deltas(frame)
-        self.put("app_metric_rate", _app_derive.rates(d))
-        q = _app_derive.quantiles(d, frame)
-        if q.height:
-            self.put("app_metric_quantile", q)
-
-    def result(self) -> dict[str, pl.DataFrame]:
-        self._flush_scrapes()
-        if self.sink is not None:  # every table exists, even without rows
-            for name in TABLES.keys() - self.sent:
-                self.put(name, pl.DataFrame())
-            return {}
-        return {
-            name: pl.concat(frames) if frames else TABLES[name].conform(pl.DataFrame()).collect()
-            for name, frames in self.kept.items()
-        }
+    row("truncated" if sc.truncated else "ok", None, fmt, len(rows))
+    frame = pl.DataFrame(rows, schema=_SAMPLE_SCHEMA, orient="row")
+    return frame.with_columns(
+        ts=pl.lit(sc.start_us, pl.Int64).cast(pl.Datetime("us")).dt.replace_time_zone("UTC"),
+        endpoint=pl.lit(sc.endpoint, pl.String),
+    )

@@ -24,13 +24,20 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import base
-from analyzer.parsers._snap_common import account, lines, snapshot_time, verdicts
+from analyzer.parsers._snap_common import (
+    REASONS,
+    SNAP_COLUMNS,
+    account,
+    lines,
+    snapshot_time,
+    verdicts,
+    with_snapshot,
+)
 
 TABLES: dict[str, base.Table] = {
     "buddyinfo": base.table(
         "one row per (node, zone, order) of a /proc/buddyinfo snapshot",
-        ("ts", base.TS, "", "snapshot time (UTC); NULL when unknown"),
-        ("snapshot", pl.String, "", "'start' or 'end' (capture phase); NULL for hand-made files"),
+        *SNAP_COLUMNS,
         ("node", pl.Int32, "", "NUMA node"),
         ("zone", pl.String, "", "memory zone (DMA, DMA32, Normal, Movable...)"),
         ("order", pl.Int32, "", "block order: a block is 2^order pages"),
@@ -64,16 +71,7 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     )
     if df.height and not (df["what"] == "parsed").any() and (df["what"] == "other").any():
         raise ParseError(f"{ctx.file_name or path.name}: no /proc/buddyinfo line")
-    account(
-        cov,
-        df["what"],
-        {
-            "parsed": ("parsed", ""),
-            "blank": ("structure", "blank"),
-            "truncated": ("skipped", "truncated last line (no trailing newline)"),
-            "other": ("skipped", "unrecognised line"),
-        },
-    )
+    account(cov, df["what"], REASONS)
     phase, ts = snapshot_time(path, ctx, cov.notes)
     rows = (
         df.filter(pl.col("what") == "parsed")
@@ -82,8 +80,7 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
         .with_columns(
             pl.col("free_blocks").cast(pl.Int64, strict=False),  # > 2**63: NULL, not a crash
             pl.col("order").cast(pl.Int32),
-            pl.lit(ts, dtype=base.TS).alias("ts"),
-            pl.lit(phase, dtype=pl.String).alias("snapshot"),
         )
     )
+    rows = with_snapshot(rows, phase, ts)
     return base.ParseResult({"buddyinfo": TABLES["buddyinfo"].conform(rows).collect()}, cov)

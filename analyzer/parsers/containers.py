@@ -31,7 +31,14 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import base
-from analyzer.parsers._snap_common import account, lines, snapshot_time, verdicts
+from analyzer.parsers._snap_common import (
+    REASONS,
+    account,
+    lines,
+    snapshot_time,
+    verdicts,
+    with_snapshot,
+)
 
 S = pl.String
 TABLES: dict[str, base.Table] = {
@@ -111,16 +118,8 @@ def _docker(path: Path, cov: base.Coverage) -> pl.DataFrame:
     ok = (parts.list.len() == len(DOCKER_FIELDS)) & parts.list.first().str.contains(_HEX64)
     what = verdicts(df, ok, path)
     df = df.with_columns(what.alias("what"))
-    account(
-        cov,
-        df["what"],
-        {
-            "parsed": ("parsed", ""),
-            "blank": ("structure", "blank"),
-            "truncated": ("skipped", "truncated last line (no trailing newline)"),
-            "other": ("skipped", "not the capture's docker ps format (7 tab-separated fields)"),
-        },
-    )
+    other = ("skipped", "not the capture's docker ps format (7 tab-separated fields)")
+    account(cov, df["what"], REASONS | {"other": other})
     got = df.filter(pl.col("what") == "parsed").select(
         pl.col("line").str.split("\t").list.to_struct(fields=DOCKER_FIELDS).struct.unnest()
     )
@@ -139,7 +138,5 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
         raise ParseError(f"{ctx.file_name or path.name}: no container line")
     phase, ts = snapshot_time(path, ctx, cov.notes)
     if rows.height:
-        rows = rows.with_columns(
-            pl.lit(ts, dtype=base.TS).alias("ts"), pl.lit(phase, dtype=S).alias("snapshot")
-        )
+        rows = with_snapshot(rows, phase, ts)
     return base.ParseResult({"containers": TABLES["containers"].conform(rows).collect()}, cov)

@@ -35,17 +35,21 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import _read, base
-from analyzer.parsers import _snap_mounts as sm
-from analyzer.parsers._snap_common import account, lines, snapshot_time
-
-_SNAP = (
-    ("ts", base.TS, "", "snapshot time (UTC); NULL when unknown"),
-    ("snapshot", pl.String, "", "'start' or 'end' (capture phase); NULL for hand-made files"),
+from analyzer.parsers._snap_common import (
+    REASONS,
+    SNAP_COLUMNS,
+    account,
+    blank_only,
+    lines,
+    snapshot_time,
+    unescape,
+    with_snapshot,
 )
+
 TABLES: dict[str, base.Table] = {
     "filesystems": base.table(
         "one row per mounted filesystem in a df snapshot",
-        *_SNAP,
+        *SNAP_COLUMNS,
         ("filesystem", pl.String, "", "device or pseudo filesystem name"),
         ("fstype", pl.String, "", "filesystem type (df -T only)"),
         ("size_kb", pl.Int64, "kB", "total size"),
@@ -56,7 +60,7 @@ TABLES: dict[str, base.Table] = {
     ),
     "mounts": base.table(
         "one row per mount in /proc/self/mounts or mountstats",
-        *_SNAP,
+        *SNAP_COLUMNS,
         ("origin", pl.String, "", "'mounts' or 'mountstats' (the file it came from)"),
         ("device", pl.String, "", "mounted device or pseudo filesystem"),
         ("mount", pl.String, "", "mount point (octal escapes decoded)"),
@@ -65,14 +69,14 @@ TABLES: dict[str, base.Table] = {
     ),
     "mountstats": base.table(
         "one row per statistics line of a mount in /proc/self/mountstats (NFS)",
-        *_SNAP,
+        *SNAP_COLUMNS,
         ("mount", pl.String, "", "mount point the statistics belong to"),
         ("key", pl.String, "", "label before the colon (opts, age, events, bytes, READ...)"),
         ("value", pl.String, "", "the rest of the line as printed"),
     ),
     "block_devices": base.table(
         "one row per block device in an lsblk snapshot",
-        *_SNAP,
+        *SNAP_COLUMNS,
         ("name", pl.String, "", "device name without the tree prefix"),
         ("parent", pl.String, "", "device above it in the tree (NULL for a top-level disk)"),
         ("maj", pl.Int32, "", "major device number"),
@@ -90,15 +94,19 @@ DF_HEAD = (
     r"^Filesystem\s+(?P<type>Type\s+)?(?P<unit>\S+-blocks|Size)\s+Used\s+(?:Available|Avail)"
     r"\s+(?:Capacity|Use%)\s+Mounted on\s*$"
 )
-_REASONS = {
-    "parsed": ("parsed", ""),
-    "blank": ("structure", "blank"),
-    "header": ("structure", "header"),
+MOUNTS = r"^(\S+) (\S+) (\S+) (\S+) (\d+) (\d+)\s*$"
+MOUNTSTATS_DEV = r"^device (.+?) mounted on (.+?) with fstype (\S+)(?: statvers=(\S+))?\s*$"
+LSBLK_HEAD = r"^NAME\s+MAJ:MIN\s+RM\s+SIZE\s+RO\s+TYPE(?:\s+MOUNTPOINTS?)?\s*$"
+_LSBLK_ROW = (
+    r"^([\s|`├└│─-]*)(\S+)\s+(\d+):(\d+)\s+([01])\s+(\S+)\s+([01])\s+(\S+)(?:\s+(.*?))?\s*$"
+)
+_SUFFIX = {"B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5, "E": 1024**6}
+_REASONS = REASONS | {
     "section": ("structure", "section header"),
     "continuation": ("parsed", ""),
     "wrapped": ("parsed", ""),
-    "other": ("skipped", "unrecognised line"),
 }
+L = pl.col("line")
 
 
 def _kind(head: str) -> tuple[str | None, float]:
@@ -107,13 +115,13 @@ def _kind(head: str) -> tuple[str | None, float]:
         return None, 0.0
     if re.match(DF_HEAD, lns[0]):
         return "df", 0.95
-    if re.match(sm.LSBLK_HEAD, lns[0]):
+    if re.match(LSBLK_HEAD, lns[0]):
         return "lsblk", 0.95
-    if re.match(sm.MOUNTSTATS_DEV, lns[0]) and all(
-        re.match(sm.MOUNTSTATS_DEV, ln) or ln[:1].isspace() for ln in lns
+    if re.match(MOUNTSTATS_DEV, lns[0]) and all(
+        re.match(MOUNTSTATS_DEV, ln) or ln[:1].isspace() for ln in lns
     ):
         return "mountstats", 0.9
-    share = sum(1 for ln in lns if re.match(sm.MOUNTS, ln)) / len(lns)
+    share = sum(1 for ln in lns if re.match(MOUNTS, ln)) / len(lns)
     if share >= 0.8 and re.search(r"^\S+ / \S+ ", "\n".join(lns), re.M):
         return "mounts", 0.9
     if share >= 0.8 and any(re.match(r"^(?:proc|sysfs|tmpfs|cgroup2?) ", ln) for ln in lns):
@@ -126,7 +134,26 @@ def sniff(head: str, name: str) -> float:
     return _kind(head)[1]
 
 
-def _df(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+def size_bytes(expr: pl.Expr) -> pl.Expr:
+    """lsblk/df human size (``931.5G``, ``0B``, ``512``) -> bytes (binary multiples, rounded;
+    NULL when absurd)."""
+    g = expr.str.extract_groups(r"^(\d+(?:[.,]\d+)?)([BKMGTPE]?)i?B?$")
+    mult = g.struct.field("2").replace_strict(
+        {**_SUFFIX, "": 1}, default=None, return_dtype=pl.Float64
+    )
+    num = g.struct.field("1").str.replace(",", ".", literal=True).cast(pl.Float64, strict=False)
+    return (num * mult).round().cast(pl.Int64, strict=False)  # > 2**63: NULL, not a crash
+
+
+def _verdict(*cases: tuple[pl.Expr, str]) -> pl.Expr:
+    """``blank`` for blank lines, else the first case that holds, else ``other``."""
+    e = pl.when(L.str.strip_chars() == "").then(pl.lit("blank"))
+    for cond, what in cases:
+        e = e.when(cond).then(pl.lit(what))
+    return e.otherwise(pl.lit("other"))
+
+
+def _df(df: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
     heads = [ln for ln in df["line"] if re.match(DF_HEAD, ln)]
     m = re.match(DF_HEAD, heads[0]) if heads else None
     typed = bool(m and m.group("type"))
@@ -136,43 +163,128 @@ def _df(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         + (r"(?P<fstype>\S+)\s+" if typed else "")
         + r"(?P<size>\S+)\s+(?P<used>\S+)\s+(?P<avail>\S+)\s+(?P<pct>\d+%|-)\s+(?P<mount>/.*)$"
     )
-    g = pl.col("line").str.extract_groups(rx)
-    fs = g.struct.field("fs")
-    lone = pl.col("line").str.contains(r"^\S+\s*$")
-    wrapped = fs.is_null() & g.struct.field("mount").is_not_null() & lone.shift(1).fill_null(False)
-    filesystem = pl.when(wrapped).then(pl.col("line").shift(1).str.strip_chars()).otherwise(fs)
+    g = L.str.extract_groups(rx)
+    fs, mount = g.struct.field("fs"), g.struct.field("mount")
+    lone = L.str.contains(r"^\S+\s*$")
+    wrapped = fs.is_null() & mount.is_not_null() & lone.shift(1).fill_null(False)
+    filesystem = pl.when(wrapped).then(L.shift(1).str.strip_chars()).otherwise(fs)
     if unit == "Size":
-        size = [sm.size_bytes_expr(pl.col(c)) // 1024 for c in ("s", "u", "a")]
-    else:
+        sizes = [size_bytes(g.struct.field(c)) // 1024 for c in ("size", "used", "avail")]
+    else:  # "1K-blocks", "1024-blocks", "1M-blocks", "1B-blocks"...
         mm = re.match(r"^(\d*)([KMGTB]?)", unit.split("-")[0])
         n = int(mm.group(1) or 1) if mm else 1
         scale = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "B": 1, "": 1}[
             mm.group(2) if mm else "K"
         ] * n
-        size = [(pl.col(c).cast(pl.Int64, strict=False) * scale) // 1024 for c in ("s", "u", "a")]
+        sizes = [
+            (g.struct.field(c).cast(pl.Int64, strict=False) * scale) // 1024
+            for c in ("size", "used", "avail")
+        ]
     out = df.with_columns(
         filesystem.alias("filesystem"),
         (g.struct.field("fstype") if typed else pl.lit(None, pl.String)).alias("fstype"),
-        g.struct.field("size").alias("s"),
-        g.struct.field("used").alias("u"),
-        g.struct.field("avail").alias("a"),
+        *[s.alias(c) for s, c in zip(sizes, ("size_kb", "used_kb", "avail_kb"), strict=True)],
         g.struct.field("pct").str.strip_suffix("%").cast(pl.Float64, strict=False).alias("use_pct"),
-        g.struct.field("mount").alias("mount"),
-        lone.alias("_lone"),
-    ).with_columns(size[0].alias("size_kb"), size[1].alias("used_kb"), size[2].alias("avail_kb"))
-    nxt_wrapped = pl.col("filesystem").is_not_null() & pl.col("line").str.contains(r"^\s")
+        mount.alias("mount"),
+    )
+    next_wraps = pl.col("filesystem").is_not_null() & L.str.contains(r"^\s")
     what = out.select(
-        pl.when(pl.col("line").str.strip_chars() == "")
-        .then(pl.lit("blank"))
-        .when(pl.col("line").str.contains(DF_HEAD))
-        .then(pl.lit("header"))
-        .when(pl.col("_lone") & nxt_wrapped.shift(-1).fill_null(False))
-        .then(pl.lit("wrapped"))
-        .when(pl.col("filesystem").is_not_null() & pl.col("mount").is_not_null())
-        .then(pl.lit("parsed"))
-        .otherwise(pl.lit("other"))
+        _verdict(
+            (L.str.contains(DF_HEAD), "header"),
+            (lone & next_wraps.shift(-1).fill_null(False), "wrapped"),
+            (pl.col("filesystem").is_not_null() & pl.col("mount").is_not_null(), "parsed"),
+        )
     ).to_series()
-    return out.filter(what == "parsed"), what
+    return {"filesystems": out.filter(what == "parsed")}, what
+
+
+def _mounts(df: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
+    """``/proc/self/mounts`` (fstab format)."""
+    g = L.str.extract_groups(MOUNTS)
+    out = df.with_columns(
+        unescape(g.struct.field("1")).alias("device"),
+        unescape(g.struct.field("2")).alias("mount"),
+        g.struct.field("3").alias("fstype"),
+        g.struct.field("4").alias("options"),
+        pl.lit("mounts").alias("origin"),
+    )
+    what = out.select(_verdict((pl.col("device").is_not_null(), "parsed"))).to_series()
+    return {"mounts": out.filter(what == "parsed")}, what
+
+
+def _mountstats(df: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
+    """``/proc/self/mountstats``: ``device ... mounted on ... with fstype ...`` lines go to
+    ``mounts``; the indented per-mount statistics (NFS: opts, age, events, bytes, xprt,
+    per-op counters) go to ``mountstats`` as (mount, key, value) with the label as key."""
+    g = L.str.extract_groups(MOUNTSTATS_DEV)
+    kv = L.str.extract_groups(r"^\s+([^:]+?):\s*(.*?)\s*$")
+    out = df.with_columns(
+        g.struct.field("1").alias("device"),
+        g.struct.field("2").alias("mount"),
+        g.struct.field("3").alias("fstype"),
+        pl.lit(None, pl.String).alias("options"),
+        pl.lit("mountstats").alias("origin"),
+        kv.struct.field("1").alias("key"),
+        kv.struct.field("2").alias("value"),
+    ).with_columns(pl.col("mount").forward_fill().alias("_cur"))
+    what = out.select(
+        _verdict(
+            (pl.col("device").is_not_null(), "parsed"),
+            (pl.col("key").is_not_null() & pl.col("_cur").is_not_null(), "stat"),
+            (L.str.contains(r"^\s+per-op statistics\s*$"), "section"),
+        )
+    ).to_series()
+    stats = out.filter(what == "stat").select(
+        "line_no", pl.col("_cur").alias("mount"), "key", "value"
+    )
+    tables = {"mounts": out.filter(what == "parsed"), "mountstats": stats}
+    return tables, what.replace({"stat": "parsed"})
+
+
+def _lsblk(df: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
+    """``lsblk`` default columns; the tree prefix gives the parent; continuation lines (more
+    mount points of the device above, util-linux >= 2.37) are appended to it."""
+    f = [pl.col("g").struct.field(str(i)) for i in range(1, 10)]
+    head = L.str.contains(LSBLK_HEAD)
+    df = df.with_columns(L.str.extract_groups(_LSBLK_ROW).alias("g"), head.alias("head"))
+    row = f[1].is_not_null() & (L.str.strip_chars() != "") & ~pl.col("head")
+    df = df.with_columns(row=row.cum_sum())
+    what = _verdict(  # a continuation line before any device is not one
+        (pl.col("head"), "header"),
+        (f[1].is_not_null(), "parsed"),
+        (L.str.contains(r"^\s{20,}\S") & (pl.col("row") > 0), "continuation"),
+    )
+    df = df.with_columns(what.alias("what"))
+    rows = df.filter(pl.col("what") == "parsed").select(
+        "line_no",
+        "row",
+        depth=f[0].str.len_chars(),
+        name=f[1],
+        maj=pl.when(f[2].str.len_chars() < 10).then(f[2]).cast(pl.Int32),  # 10+ digits: NULL
+        min=pl.when(f[3].str.len_chars() < 10).then(f[3]).cast(pl.Int32),
+        removable=f[4] == "1",
+        size=f[5],
+        size_bytes=size_bytes(f[5]),
+        read_only=f[6] == "1",
+        type=f[7],
+        mountpoints=pl.when(f[8] != "").then(f[8]),
+    )
+    parents, stack = [], []  # the device above in the tree: the last one less indented
+    for depth, name in rows.select("depth", "name").iter_rows():
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        parents.append(stack[-1][1] if stack else None)
+        stack.append((depth, name))
+    rows = rows.with_columns(pl.Series("parent", parents, dtype=pl.String))
+    more = df.filter(pl.col("what") == "continuation")
+    if more.height:
+        more = more.group_by("row").agg(pl.col("line").str.strip_chars().str.join("\n"))
+        rows = rows.join(more, on="row", how="left", maintain_order="left").with_columns(
+            pl.concat_str("mountpoints", "line", separator="\n", ignore_nulls=True)
+            .replace("", None)
+            .alias("mountpoints"),
+        )
+    return {"block_devices": rows}, df["what"]
 
 
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
@@ -181,36 +293,16 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     name = ctx.file_name or path.name
     kind, _ = _kind(_read.read_head(path))
     df = lines(path, cov.notes)
-    empty = {t: pl.DataFrame(schema=s.schema) for t, s in TABLES.items()}
     if kind is None:
-        if df.height == 0 or df["line"].str.strip_chars().eq("").all():
+        if blank_only(df):
             account(cov, pl.Series(["blank"] * df.height, dtype=pl.String), _REASONS)
             return base.ParseResult({}, cov)
         raise ParseError(f"{name}: not df, /proc/mounts, mountstats or lsblk output")
     phase, ts = snapshot_time(path, ctx, cov.notes)
-    tables: dict[str, pl.DataFrame] = {}
-    if kind == "df":
-        rows, what = _df(df)
-        tables["filesystems"] = rows
-        if re.search(r"\bSize\b", df["line"][0] if df.height else ""):
-            cov.notes.append("df -h human sizes converted to kB with binary multiples (rounded)")
-    elif kind == "mounts":
-        rows, what = sm.mounts(df)
-        tables["mounts"] = rows
-    elif kind == "mountstats":
-        rows, stats, what = sm.mountstats(df)
-        tables["mounts"], tables["mountstats"] = rows, stats
-    else:
-        rows, verdicts = sm.lsblk(df)
-        what = pl.Series(verdicts, dtype=pl.String)
-        tables["block_devices"] = rows
+    read = {"df": _df, "mounts": _mounts, "mountstats": _mountstats, "lsblk": _lsblk}[kind]
+    tables, what = read(df)
+    if kind == "df" and re.search(r"\bSize\b", df["line"][0] if df.height else ""):
+        cov.notes.append("df -h human sizes converted to kB with binary multiples (rounded)")
     account(cov, what, _REASONS)
-    out = {}
-    for t, frame in tables.items():
-        frame = frame.with_columns(
-            pl.lit(ts, dtype=base.TS).alias("ts"), pl.lit(phase, dtype=pl.String).alias("snapshot")
-        )
-        out[t] = TABLES[t].conform(frame).collect()
-    for t in out:
-        empty.pop(t)
+    out = {t: TABLES[t].conform(with_snapshot(f, phase, ts)).collect() for t, f in tables.items()}
     return base.ParseResult(out, cov)

@@ -26,21 +26,31 @@ year: `ctx.capture_start`'s year is used (one year earlier for dates after the c
 ts is NULL ('syslog' rows with NULL ts + note). Raw uptimes go on the wall clock only when
 `ctx.boot_time` is known ('boot+uptime', 'kmsg+boot'); not for syslog-wrapped lines, which can
 come from earlier boots. Unstamped continuation lines of a multi-line record inherit the
-record's clock, level and caller.
+record's clock, level and caller. Never invented: a row none of these applies to keeps ts NULL.
 
-Events: every row has `event_id`; an event opens at a classified report line (OOM
-invocation, hung task, Xid, ...) or at any unrelated line, and goes on over continuation
-lines, lines sharing the same sub-second stamp and report-body lines (stack frames,
-registers, Mem-Info, memcg stats, task tables, `oom-kill:` summary, `Killed process`).
-`kind` is set on the line that states the fact (first line of the event for starters; the
-`Killed process` line for 'oom_kill'); `event_kind` is the first kind in the event.
+Events (`_dmesg_events`): every row has `event_id`; an event opens at a classified report
+line (OOM invocation, hung task, Xid, ...) or at any unrelated line, and goes on over
+continuation lines, lines sharing the same sub-second stamp and report-body lines (stack
+frames, registers, Mem-Info, memcg stats, task tables, `oom-kill:` summary, `Killed
+process`). `kind` is set on the line that states the fact (first line of the event for
+starters; the `Killed process` line for 'oom_kill'); `event_kind` is the first kind in the
+event.
 
 Bounds (docs/limits.md "Kernel log"): a line whose stamp cannot be real (an uptime that is
 not 0..100 years of seconds, a date that does not exist or lies outside 1970..2199) is
-skipped, reason 'timestamp out of range', and costs nothing else; an event holds at most
-10 000 lines, a record 1 000 continuation lines, a JSON record 16 lines. The file is read
-block by block and its rows go to ``ctx.sink`` as they are finished (`_dmesg_stream`):
-memory is a few blocks whatever the file size.
+skipped, reason 'timestamp out of range', and costs nothing else (a local time skipped by a
+DST change is not bad: ts NULL); an event holds at most 10 000 lines, a record 1 000
+continuation lines, a JSON record 16 lines.
+
+Reading: block by block (`_blocks.Blocks`), memory a few blocks whatever the file size.
+Text logs are read twice: first the whole file's `_TextFacts` (is it timestamped, does it
+hold /dev/kmsg records, where are its first stamp and first blank line: what the role of a
+line depends on besides itself; a file of one block is read once), then each block's lines
+are tokenized, assembled into rows, placed on the clock, classified and grouped into
+events. The rows of every event but the last go to ``ctx.sink`` (`_blocks.Rows`); the lines
+of the last event (for JSON, also those of the record still open) are carried over and
+parsed again with the next block, and counted only then. The result is the one-block
+parse's, row for row, whatever the block size.
 
 Sample (`dmesg`, kernel 6.18, memcg OOM)::
 
@@ -56,12 +66,16 @@ Sample (`dmesg`, kernel 6.18, memcg OOM)::
 from __future__ import annotations
 
 import re
+import zoneinfo
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
 
-from analyzer.parsers import _dmesg_stream, _read, base
-from analyzer.parsers._dmesg_tokens import ANSI_RE
+from analyzer.errors import ParseError
+from analyzer.parsers import _blocks, _dmesg_events, _read, base
 
 S, I64, F64 = pl.String, pl.Int64, pl.Float64
 
@@ -103,17 +117,74 @@ TABLES: dict[str, base.Table] = {
     )
 }
 
-_STAMP = (
+#: Continuation lines one record may have (a printk record is at most 1 KiB).
+MAX_CONT_LINES = 1000
+#: Lines of one `dmesg --json` record that are read (from the line that opens it).
+MAX_JSON_RECORD_LINES = 16
+#: Longest plausible uptime (100 years, in seconds); the kernel's own limit is ~584 years.
+MAX_UPTIME_S = _dmesg_events.MAX_UPTIME_S
+#: Wall-clock times outside [TS_MIN, TS_MAX) are not believed.
+TS_MIN, TS_MAX = datetime(1970, 1, 1, tzinfo=UTC), datetime(2200, 1, 1, tzinfo=UTC)
+SKIP_RANGE = "skip:timestamp out of range"
+SKIP_CONT = f"skip:continuation line beyond {MAX_CONT_LINES} lines of one record"
+SKIP_JSON_LONG = f"skip:json record longer than {MAX_JSON_RECORD_LINES} lines"
+
+FACILITIES = [
+    "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron",
+    "authpriv", "ftp", "res0", "res1", "res2", "res3", "local0", "local1", "local2",
+    "local3", "local4", "local5", "local6", "local7",
+]  # fmt: skip
+LEVELS = ["emerg", "alert", "crit", "err", "warn", "notice", "info", "debug"]
+_MONTHS = (
+    "1 jan janv ene gen|2 feb févr fev fevr|3 mar mär mrt mars maerz|4 apr avr abr|5 may mai mei mag"
+    "|6 jun juin giu|7 jul juil lug|8 aug août ago aou|9 sep sept set|10 oct okt ott out|11 nov"
+    "|12 dec dez déc dic"
+)
+#: Abbreviated month names (C, de, fr, es, it, nl, pt locales) -> 1..12.
+MONTHS = {n: int(g.split()[0]) for g in _MONTHS.split("|") for n in g.split()[1:]}
+_UTC_NAMES = {"UTC", "UTC0", "GMT", "GMT0", "Etc/UTC", "Etc/GMT", "Z", "Universal", "Zulu"}
+
+# Printk prefix tokens. Only the short prefix is matched with captures (capture engines
+# are slow on whole lines); the message is the rest of the line, cut with str.slice.
+_FAC, _LVL = "|".join(FACILITIES), "|".join(LEVELS)
+_RAW = r"\[\s*\d+\.\d+(?:\s*<\s*\d+\.\d+>)?\]"
+_DELTA = r"\[<\s*\d+\.\d+>\]"
+_CTIME = r"\[[^\s\[\]]{1,12} +[^\s\[\]]{1,12} +\d{1,2} \d\d:\d\d:\d\d \d{4}(?:\s*<\s*\d+\.\d+>)?\]"
+_RELMIN = r"\[[^\s\[\]\d]{2,8} ?\d{1,2} \d\d:\d\d\]"
+_RELOFF = r"\[\s*[+-]\d+\.\d+\]"
+_ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[,.]\d+)?(?:[+-]\d\d:?\d\d|Z)"
+_TOKEN = rf"(?:{_RAW}|{_DELTA}|{_CTIME}|{_RELMIN}|{_RELOFF}|{_ISO}|\[\s*[TC]\d+\])"
+_PRI = rf"^(?:<\d{{1,3}}>)?(?:(?:{_FAC}) *:(?:{_LVL}) *: )?"
+PREFIX_HEAD = rf"({_PRI}(?:{_TOKEN} ?)*)"
+PREFIX_PARTS = (
+    rf"^(?:<(?P<pri>\d{{1,3}})>)?(?:(?P<fac>{_FAC}) *:(?P<lvl>{_LVL}) *: )?(?P<stamps>.*)$"
+)
+STAMP_HEAD = _PRI + _TOKEN  # a printk token right after the priority: the line is stamped
+# `Jan 28 19:58:45 host kernel: msg` (host optional), or journalctl -o short-iso.
+SYSLOG = (
+    r"^(?:(?P<smon>[A-Z][a-z]{2}) +(?P<sday>\d{1,2}) (?P<shms>\d\d:\d\d:\d\d(?:\.\d+)?)"
+    r"|(?P<siso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:?\d\d|Z))) "
+    r"(?:(?P<host>[^\s\[\]:]+) )?(?P<ident>[^\s\[\]:]+)(?:\[\d+\])?: ?"
+)
+KMSG = r"^(?P<kpri>\d{1,4}),(?P<kseq>\d+),(?P<kusec>\d+),(?P<kflags>[^,;]*)(?P<kextra>,[^;]*)?;"
+JOURNAL_SEP = r"^-- (?:Boot [0-9a-f]+|Logs begin at .*|Journal begins at .*|No entries|Reboot) --$"
+ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
+_SYSLOG_COLS = ("smon", "sday", "shms", "siso", "host", "ident")
+_KMSG_COLS = ("kpri", "kseq", "kusec", "kflags", "kextra")
+
+# Sniffing
+_SNIFF_STAMP = (
     r"(?m)^(?:<\d{1,3}>)?(?:[a-z0-9]+ *:[a-z]+ *: )?(?:\[\s*\d+\.\d{3,9}(?:\]| <)|\[<\s*\d+\.\d+>\]"
     r"|\[\S+ +\S+ +\d{1,2} \d\d:\d\d:\d\d \d{4}\]|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}[+-]\d\d:\d\d "
     r"|\[[A-Z][a-z]{2} ?\d{1,2} \d\d:\d\d\] |\[\s*\+\d+\.\d{6}\] )"
 )
-_KMSG = r"(?m)^\d{1,4},\d+,\d+,[-c+]?[,;]"
-_SYSLOG = (
+_SNIFF_KMSG = r"(?m)^\d{1,4},\d+,\d+,[-c+]?[,;]"
+_SNIFF_SYSLOG = (
     r"(?m)^(?:[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?"
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:?\d\d|Z)) (?:\S+ )?kernel: "
 )
-_WORDS = (
+#: Words that make a file without a single stamp a kernel log.
+WORDS = (
     r"invoked oom-killer|Out of memory: Kill|Killed process \d+ \(|Call Trace:|NVRM: |"
     r"blocked for more than \d+ seconds|segfault at [0-9a-f]+ ip|BUG: soft lockup|Tainted: |"
     r"Not tainted|nvme nvme\d+: |I/O error, dev |Kernel panic - not syncing|^\s*\[<[0-9a-f]{8,16}>\]|"
@@ -123,7 +194,7 @@ _WORDS = (
 
 def sniff(head: str, name: str) -> float:
     """Confidence that ``head`` is a kernel log; message-only logs get a moderate score."""
-    head = re.sub(ANSI_RE, "", head.replace("\x00", "\n"))
+    head = re.sub(ANSI, "", head.replace("\x00", "\n"))
     lines = [ln for ln in head.splitlines()[:400] if ln.strip()]
     if not lines:
         return 0.0
@@ -131,12 +202,10 @@ def sniff(head: str, name: str) -> float:
     if re.match(r'\s*\{\s*"dmesg"\s*:\s*\[', text):
         return 0.95
     n = len(lines)
-    hits = max(
-        len(re.findall(_STAMP, text)), len(re.findall(_KMSG, text)), len(re.findall(_SYSLOG, text))
-    )
+    hits = max(len(re.findall(rx, text)) for rx in (_SNIFF_STAMP, _SNIFF_KMSG, _SNIFF_SYSLOG))
     if hits >= max(1, n // 2):
         return 0.9
-    words = sum(1 for ln in lines if re.search(_WORDS, ln))
+    words = sum(1 for ln in lines if re.search(WORDS, ln))
     if hits and words:
         return 0.75
     if hits >= 3 or (words and 2 * words >= n):
@@ -144,11 +213,568 @@ def sniff(head: str, name: str) -> float:
     return 0.5 if words >= 2 else 0.3 if words else 0.0
 
 
+# --- the file, block by block ----------------------------------------------------------
+
+_CARRIED_ROLES = ("row", "cont", SKIP_CONT)  # roles that depend on the lines before
+# What `_dmesg_events.classify` and the carry read besides the table's own columns.
+_ROW_COLS = {"rec", "is_cont", "stamp_key", "src_line", "_unknown_month"}
+
+
+@dataclass
+class _ClockNotes:
+    """The clock's coverage notes for one file, gathered over its blocks (each once, in a
+    fixed order whatever the block a row was in)."""
+
+    ctime_zone: str | None = None
+    unknown_month: int = 0
+    syslog_no_year: bool = False
+    syslog_zone: str | None = None
+
+    def lines(self) -> list[str]:
+        out = [self.ctime_zone] if self.ctime_zone else []
+        if self.unknown_month:
+            out.append(f"{self.unknown_month} ctime stamps with an unknown month name: ts NULL")
+        if self.syslog_no_year:
+            out.append("syslog/journal times carry no year and capture_start is unknown: ts NULL")
+        return out + ([self.syslog_zone] if self.syslog_zone else [])
+
+
+@dataclass
+class _State:
+    """What goes on from block to block."""
+
+    json: bool
+    syz: bool  # a syzkaller report: its metadata header is structure
+    facts: _TextFacts | None  # the whole file's, for text
+    carry: pl.DataFrame | None = None  # lines (line_no, line) to parse again
+    events: int = 0  # events handed over so far
+    roles: Counter[str] = field(default_factory=Counter)  # role -> lines, as counted
+    rows: int = 0
+    ts_known: int = 0
+    uptimes: int = 0
+    kernel: str | None = None
+    kernelish: bool = False
+    clock: _ClockNotes = field(default_factory=_ClockNotes)
+
+
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
-    """Parse one kernel log file into the `dmesg` table (see module docstring), block by
-    block: rows go to ``ctx.sink`` when there is one (`_dmesg_stream`)."""
+    """Parse one kernel log file into the `dmesg` table (see the module docstring)."""
     head = _read.read_head(path, 4096)
     is_json = re.match(r'\s*\{\s*"dmesg"\s*:', head) is not None
     syz = not is_json and re.match(r"TITLE: ", head) is not None
-    log = _dmesg_stream.Log(TABLES["dmesg"], is_json, syz, _WORDS)
-    return _dmesg_stream.parse(path, ctx, log)
+    blocks = scan = _blocks.Blocks(path)
+    facts = None
+    if not is_json:
+        facts, n, first = _TextFacts(ctx.max_line_bytes), 0, None
+        for block in scan:
+            n += 1
+            first = block if n == 1 else None
+            facts.add(block.lines.filter(pl.col("line_no") <= ctx.max_lines))
+        # A file of one block keeps that block (and its split lines) for the second pass.
+        blocks = [first] if first is not None else (_blocks.Blocks(path) if n else [])
+    # A text log without a single stamp is a kernel log only if some line says so.
+    words = None if is_json or (facts is not None and facts.n_stamped) else WORDS
+    state = _State(is_json, syz, facts)
+    out = _blocks.Rows(ctx, TABLES)
+    total = 0
+    for block in blocks:
+        lines = block.lines
+        total += lines.height
+        if state.carry is not None:
+            lines = pl.concat([state.carry, lines])
+        out.put({"dmesg": _hand_over(_block(lines, block.last, ctx, state), words, state)})
+    if state.carry is not None:  # a reader that did not flag its last block
+        out.put({"dmesg": _hand_over(_block(state.carry, True, ctx, state), words, state)})
+    if words is not None and state.rows and not state.kernelish:
+        raise ParseError(f"{path.name}: no kernel log timestamps and no kernel messages")
+    cov = base.Coverage(total=total)
+    for role, n in state.roles.items():
+        if role in ("row", "cont"):
+            cov.parsed += n
+        elif role.startswith("structure:"):
+            cov.add_structure(role.removeprefix("structure:"), n)
+        else:
+            cov.add_skipped(role.removeprefix("skip:"), n)
+    if scan.repaired:
+        cov.notes.append("file is not valid UTF-8: invalid bytes replaced by U+FFFD")
+    cov.notes += state.clock.lines()
+    if state.rows and not state.ts_known and state.uptimes:
+        cov.notes.append("raw uptimes only and ctx.boot_time unknown: ts is NULL")
+    meta: dict[str, object] = {"kernel": state.kernel} if state.kernel else {}
+    empty = TABLES["dmesg"].conform(pl.DataFrame()).collect()
+    return base.ParseResult(tables=dict(out.tables({"dmesg": empty})), coverage=cov, meta=meta)
+
+
+def _block(lines: pl.DataFrame, last: bool, ctx: base.ParseContext, state: _State) -> pl.DataFrame:
+    """The finished rows of ``lines`` (the carried lines, then a block's); counts the
+    roles of the lines that are not carried again and sets ``state.carry``."""
+    beyond = pl.col("line_no") > ctx.max_lines
+    state.roles["skip:beyond max_lines"] += int(lines.select(beyond.sum()).item())
+    lines = lines.filter(~beyond)
+    if state.json:
+        tok = _json_lines(lines)
+        rows = _place_on_clock(_json_rows(tok), ctx, state.clock)
+        bad_recs = rows.filter(pl.col("_bad"))["rec"].implode()
+        bad = pl.col("rec").is_in(bad_recs) & (pl.col("role") == "row")
+        context = ~tok["capped"]
+        open_from = int(tok["rec_line"][-1]) if tok.height else None
+    else:
+        assert state.facts is not None
+        tok = _tokenize_text(lines, state.facts, state.syz)
+        rows = _place_on_clock(_text_rows(tok), ctx, state.clock)
+        bad_lines = rows.filter(pl.col("_bad"))["line_no"].implode()
+        bad = pl.col("line_no").cast(pl.Int64).is_in(bad_lines)
+        context = tok["role"].is_in(_CARRIED_ROLES)
+        open_from = None
+    roles = tok.select(
+        pl.col("line_no").cast(pl.Int64),
+        pl.when(bad).then(pl.lit(SKIP_RANGE)).otherwise("role").alias("role"),
+    )
+    del tok  # the block's biggest frame: not needed from here on
+    need = [c for c in rows.columns if c in _ROW_COLS or c in TABLES["dmesg"].schema]
+    rows = _dmesg_events.classify(rows.filter(~pl.col("_bad")).select(need))
+    carry_from = None
+    if not last:
+        starts = [open_from] if open_from is not None else []
+        if rows.height:
+            last_event = rows["event_id"][-1]
+            starts.append(int(rows.filter(pl.col("event_id") == last_event)["src_line"].min()))
+            rows = rows.filter(pl.col("event_id") < last_event)
+        carry_from = min(starts) if starts else None
+    keep = (roles["line_no"] >= (carry_from if carry_from is not None else 1 << 62)) & context
+    state.carry = lines.filter(keep) if keep.any() else None
+    state.roles.update(dict(roles.filter(~keep)["role"].value_counts().iter_rows()))
+    return rows
+
+
+def _hand_over(rows: pl.DataFrame, words: str | None, state: _State) -> pl.DataFrame:
+    """``rows`` with event ids going on from the earlier blocks'; notes what the file-level
+    facts need (rows, clocks, kernel version, and the kernel ``words`` when asked)."""
+    if not rows.height:
+        return rows
+    rows = rows.with_columns(pl.col("event_id") + state.events)
+    state.events = int(rows["event_id"].max())
+    state.rows += rows.height
+    state.ts_known += rows.height - rows["ts"].null_count()
+    state.uptimes += rows.height - rows["uptime_s"].null_count()
+    state.clock.unknown_month += int(rows["_unknown_month"].sum())
+    if state.kernel is None:
+        kernel = rows["message"].str.extract(r"^Linux version (\S+)", 1).drop_nulls()
+        state.kernel = kernel[0] if len(kernel) else None
+    if words is not None and not state.kernelish:
+        state.kernelish = bool(rows["message"].str.contains(words).any())
+    return rows
+
+
+# --- text lines: prefix fields, role ---------------------------------------------------
+
+
+def _body(lines: pl.DataFrame, max_line_bytes: int) -> pl.LazyFrame:
+    """``lines`` with ``line`` cleaned (ANSI codes removed; empty when longer than the
+    bound, flagged ``toolong``), the syslog prefix fields (SYSLOG's groups, NULL when
+    none), ``_slen`` (the prefix's length), ``body`` (the line without a kernel syslog
+    prefix, NULL for other programs' lines) and ``stamped``: a syslog prefix, a
+    /dev/kmsg record or a printk token right after the optional priority. Work a block
+    does not need (no ESC byte, no syslog line) is left out; the columns are the same."""
+    line = pl.col("line")
+    toolong = line.str.len_bytes() > max_line_bytes
+    has_esc = bool(lines["line"].str.contains("\x1b", literal=True).any())
+    clean = line.str.replace_all(ANSI, "") if has_esc else line
+    df = lines.with_columns(
+        toolong.alias("toolong"), pl.when(toolong).then(pl.lit("")).otherwise(clean).alias("line")
+    )
+    is_syslog = line.str.contains(SYSLOG)
+    if not df.select(is_syslog.any()).item():
+        nulls = [pl.lit(None, pl.String).alias(c) for c in _SYSLOG_COLS]
+        lf = df.lazy().with_columns(*nulls, pl.lit(None, pl.UInt32).alias("_slen"), body=line)
+    else:
+        lf = (
+            df.lazy()
+            .with_columns(
+                pl.when(is_syslog).then(line).str.extract_groups(SYSLOG).alias("_sys"),
+                pl.when(is_syslog)
+                .then(line.str.extract(f"({SYSLOG})", 1).str.len_chars())
+                .alias("_slen"),
+            )
+            .unnest("_sys")
+            .with_columns(
+                body=pl.when(pl.col("ident") == "kernel")
+                .then(line.str.slice(pl.col("_slen")))
+                .when(pl.col("ident").is_null())
+                .then(line)
+            )
+        )
+    body = pl.col("body")
+    has = pl.col("ident").is_not_null() | body.str.contains(KMSG)
+    return lf.with_columns(stamped=(has | body.str.contains(STAMP_HEAD)).fill_null(False))
+
+
+@dataclass
+class _TextFacts:
+    """What the roles of a text log's lines depend on beyond the line itself (whole file).
+
+    ``n_stamped``: lines with a stamp; ``n_bare``: unstamped, unindented, non-blank lines;
+    ``has_kmsg``: some line is a /dev/kmsg record; ``first_blank`` / ``first_stamped``:
+    line numbers (1-based) of the first blank and first stamped line, None when none.
+    """
+
+    max_line_bytes: int
+    n_stamped: int = 0
+    n_bare: int = 0
+    has_kmsg: bool = False
+    first_blank: int | None = None
+    first_stamped: int | None = None
+
+    @property
+    def stamped_file(self) -> bool:
+        """Timestamped log: unstamped lines are continuations or noise, not records."""
+        return self.n_stamped > 0 and self.n_stamped >= self.n_bare
+
+    def add(self, lines: pl.DataFrame) -> None:
+        """Count the facts of some of the file's lines (``line_no``, ``line``), in order."""
+        line, stamped = pl.col("line"), pl.col("stamped")
+        blank = line.str.strip_chars() == ""
+        got = (
+            _body(lines, self.max_line_bytes)
+            .select(
+                stamped.sum().alias("n_stamped"),
+                (~stamped & ~line.str.contains(r"^\s") & ~blank).sum().alias("n_bare"),
+                pl.col("body").str.contains(KMSG).fill_null(False).any().alias("has_kmsg"),
+                pl.col("line_no").filter(blank).min().cast(pl.Int64).alias("first_blank"),
+                pl.col("line_no").filter(stamped).min().cast(pl.Int64).alias("first_stamped"),
+            )
+            .collect()
+            .row(0, named=True)
+        )
+        self.n_stamped += int(got["n_stamped"] or 0)
+        self.n_bare += int(got["n_bare"] or 0)
+        self.has_kmsg = self.has_kmsg or bool(got["has_kmsg"])
+        if self.first_blank is None:
+            self.first_blank = got["first_blank"]
+        if self.first_stamped is None:
+            self.first_stamped = got["first_stamped"]
+
+
+def _tokenize_text(lines: pl.DataFrame, facts: _TextFacts, syz: bool) -> pl.DataFrame:
+    """Every text line split into prefix fields and a message, with its ``role``: 'row',
+    'cont', 'structure:<why>' or 'skip:<why>'. Columns (strings unless noted): line_no,
+    line, role, pri, fac, lvl, stamps, msg, kmsg, the syslog and kmsg fields, stamped."""
+    lf = _body(lines, facts.max_line_bytes)
+    body = pl.col("body")
+    if facts.has_kmsg:
+        lf = lf.with_columns(
+            pl.when(body.str.contains(KMSG)).then(body).str.extract_groups(KMSG).alias("_k")
+        ).unnest("_k")
+    else:
+        lf = lf.with_columns(pl.lit(None, pl.String).alias(c) for c in _KMSG_COLS)
+    df = (
+        lf.with_columns(body.str.extract(PREFIX_HEAD, 1).alias("_head"))
+        .with_columns(
+            pl.when(pl.col("kseq").is_not_null())
+            .then(body.str.slice(body.str.find(";", literal=True) + 1))
+            .alias("kmsg"),
+            pl.when(pl.col("kseq").is_null() & (pl.col("_head") != ""))
+            .then(pl.col("_head"))
+            .str.extract_groups(PREFIX_PARTS)
+            .alias("_p"),
+            pl.when(pl.col("kseq").is_null())
+            .then(body.str.slice(pl.col("_head").str.len_chars()))
+            .alias("msg"),
+        )
+        .unnest("_p")
+        .collect()
+    )
+    line, no = pl.col("line"), pl.col("line_no")
+    meta = pl.lit(syz) & (no < (facts.first_blank or 0)) & line.str.contains(r"^[A-Z][A-Z_]*: ")
+    seen_stamp = pl.lit(facts.first_stamped is not None) & (no >= (facts.first_stamped or 0))
+    stamped_file = pl.lit(facts.stamped_file)
+    role = pl.coalesce(
+        pl.when(cond).then(pl.lit(role))
+        for cond, role in [
+            (pl.col("toolong"), "skip:line longer than max_line_bytes"),
+            (meta, "structure:syzkaller metadata header"),
+            (line.str.strip_chars() == "", "structure:blank"),
+            (line.str.contains(JOURNAL_SEP), "structure:journal separator"),
+            (pl.col("ident") != "kernel", "skip:syslog line from a non-kernel program"),
+            (
+                pl.lit(facts.has_kmsg) & line.str.contains(r"^ [A-Z][A-Z0-9_]*="),
+                "structure:kmsg dictionary (KEY=value)",
+            ),
+            (pl.col("stamped"), "row"),
+            (stamped_file & line.str.contains(r"^\s") & seen_stamp, "cont"),
+            (stamped_file, "skip:unstamped line in a timestamped log (not kernel output)"),
+            (pl.lit(True), "row"),
+        ]
+    )
+    df = df.with_columns(role.alias("role"))
+    # One printk record is at most 1 KiB: longer runs of continuation lines are not one.
+    is_cont = pl.col("role") == "cont"
+    rank = is_cont.cast(pl.Int32).cum_sum().over((pl.col("role") == "row").cum_sum())
+    too_many = is_cont & (rank > MAX_CONT_LINES)
+    return df.with_columns(
+        pl.when(too_many).then(pl.lit(SKIP_CONT)).otherwise("role").alias("role")
+    )
+
+
+def _facility(pri: pl.Expr) -> pl.Expr:
+    """Syslog priority number -> facility name (pri >> 3)."""
+    return (pri // 8).replace_strict(dict(enumerate(FACILITIES)), default=None, return_dtype=S)
+
+
+def _level(pri: pl.Expr) -> pl.Expr:
+    """Syslog priority number -> level name (pri & 7)."""
+    return (pri % 8).replace_strict(dict(enumerate(LEVELS)), default=None, return_dtype=S)
+
+
+def _text_rows(tok: pl.DataFrame) -> pl.DataFrame:
+    """One untyped row per line of role 'row' or 'cont' of ``tok``: continuation lines
+    inherit their record's clock, level and caller (``src_line``: the record's first
+    line, the first line the row depends on)."""
+    df = tok.filter(pl.col("role").is_in(("row", "cont")))
+    is_cont = pl.col("role") == "cont"
+    kpri = pl.col("kpri").cast(I64, strict=False)
+    ppri = pl.col("pri").cast(I64, strict=False)
+    stamps = pl.col("stamps").fill_null("")
+    raw_up = stamps.str.extract(r"\[\s*(\d+\.\d+)(?:\s*<|\])", 1)
+    width = (pl.col("line").str.len_chars() - pl.col("msg").str.len_chars()).cast(I64)
+    df = df.with_columns(
+        is_cont.alias("is_cont"),
+        is_cont.not_().cast(I64).cum_sum().alias("rec"),
+        pl.coalesce(
+            _facility(kpri),
+            _facility(ppri),
+            pl.col("fac"),
+            pl.when(pl.col("ident") == "kernel").then(pl.lit("kern")),
+        ).alias("facility"),
+        pl.coalesce(_level(kpri), _level(ppri), pl.col("lvl")).alias("level"),
+        pl.coalesce(
+            pl.col("kextra").str.extract(r"caller=([TC]\d+)", 1),
+            stamps.str.extract(r"\[\s*([TC]\d+)\]", 1),
+        ).alias("caller"),
+        pl.col("kseq").cast(I64, strict=False).alias("seq"),
+        pl.coalesce(
+            (pl.col("kusec").cast(F64, strict=False) / 1e6).round(6), raw_up.cast(F64, strict=False)
+        ).alias("uptime_s"),
+        stamps.str.extract(r"<\s*(\d+\.\d+)>", 1).cast(F64, strict=False).alias("delta_s"),
+        stamps.str.extract_groups(
+            r"\[(?P<cwday>[^\s\[\]]+) +(?P<cmon>[^\s\[\]]+) +(?P<cday>\d{1,2}) "
+            r"(?P<chms>\d\d:\d\d:\d\d) (?P<cyear>\d{4})"
+        ).alias("_c"),
+        stamps.str.extract(f"({_ISO})", 1).alias("iso"),
+        pl.col("kmsg").is_not_null().alias("is_kmsg"),
+        pl.when(pl.col("kmsg").is_null()).then(width).alias("_width"),
+    ).unnest("_c")
+    # Index of each line's record start: continuation lines copy fields from it (gather).
+    start = pl.when(~is_cont).then(pl.int_range(pl.len())).forward_fill().fill_null(0)
+    df = df.with_columns(start.alias("_start"))
+    w, line = pl.col("_width").gather(pl.col("_start")), pl.col("line")
+    cont_msg = (
+        pl.when(line.str.slice(0, w).str.strip_chars() == "")
+        .then(line.str.slice(w))
+        .otherwise(line.str.strip_chars_start())
+    )
+    message = (
+        pl.when(is_cont)
+        .then(cont_msg)
+        .when(pl.col("kmsg").is_not_null())
+        .then(pl.col("kmsg").str.replace_all(r"\x5c", "\\", literal=True))
+        .otherwise(pl.col("msg"))
+    )
+    inherit = [
+        "facility", "level", "caller", "seq", "uptime_s", "cmon", "cday", "chms", "cyear",
+        "iso", "smon", "sday", "shms", "siso", "ident", "is_kmsg",
+    ]  # fmt: skip
+    df = df.with_columns(message.alias("message")).with_columns(
+        pl.col(c).gather(pl.col("_start")) for c in inherit
+    )
+    return df.with_columns(
+        pl.col("line_no").cast(I64),
+        pl.col("line_no").gather(pl.col("_start")).cast(I64).alias("src_line"),
+        pl.when(~pl.col("is_cont"))
+        .then(pl.coalesce(pl.col("kusec"), pl.col("iso"), raw_up))
+        .alias("stamp_key"),
+    )
+
+
+# --- dmesg --json ----------------------------------------------------------------------
+
+
+def _json_lines(lines: pl.DataFrame) -> pl.DataFrame:
+    """Each line of `dmesg --json` output with its ``role`` ('row': a field of a record
+    with a msg, as `_tokenize_text`'s roles) and its `"key": value` field. ``rec``
+    numbers the records (a line ``{`` or ``},{`` opens one), ``rec_line`` is the line
+    number of the line that opened the line's record (1 before the first), ``capped``
+    marks lines `MAX_JSON_RECORD_LINES` or more after it (not read: util-linux prints a
+    handful of fields per record)."""
+    line = pl.col("line").str.strip_chars()
+    struct = line.str.contains(r'^(?:\{|\}|\},\s*\{|\]|\],?|\}\s*\]|\{?\s*"dmesg"\s*:\s*\[)\s*,?$')
+    start = line.str.contains(r"^(?:\},\s*)?\{$")
+    rec_line = pl.when(start).then(pl.col("line_no")).forward_fill().fill_null(1).cast(I64)
+    df = lines.with_columns(
+        start.cast(I64).cum_sum().alias("rec"),
+        rec_line.alias("rec_line"),
+        struct.alias("struct"),
+        line.str.extract(r'^"(\w+)"\s*:', 1).alias("key"),
+        line.str.extract(r'^"\w+"\s*:\s*(.*?)\s*,?$', 1).alias("val"),
+        (pl.col("line_no").cast(I64) - rec_line >= MAX_JSON_RECORD_LINES).alias("capped"),
+    )
+    field_ = pl.col("key").is_not_null() & ~pl.col("struct")
+    read = field_ & ~pl.col("capped")
+    has_msg = (read & (pl.col("key") == "msg")).any().over("rec")
+    role = pl.coalesce(
+        pl.when(cond).then(pl.lit(role))
+        for cond, role in [
+            (pl.col("struct"), "structure:json syntax"),
+            (read & has_msg, "row"),
+            (read, "skip:json record without msg"),
+            (field_, SKIP_JSON_LONG),
+            (pl.col("line").str.strip_chars() == "", "structure:blank"),
+            (pl.lit(True), "skip:not dmesg --json syntax"),
+        ]
+    )
+    return df.with_columns(role.alias("role"))
+
+
+_JSON_STR = r'^"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:[0-9a-cA-CefEF][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))*"$'
+
+
+def _json_str(expr: pl.Expr) -> pl.Expr:
+    """Decode a JSON string literal; anything else (hostile input) is kept as printed."""
+    return pl.coalesce(pl.when(expr.str.contains(_JSON_STR)).then(expr).str.json_decode(S), expr)
+
+
+def _json_rows(df: pl.DataFrame) -> pl.DataFrame:
+    """One untyped row per `dmesg --json` record with a msg field."""
+
+    def val(key: str) -> pl.Expr:
+        return pl.col("val").filter(pl.col("key") == key).first()
+
+    recs = (
+        df.filter(pl.col("role") == "row")
+        .group_by("rec", maintain_order=True)
+        .agg(
+            pl.col("line_no").filter(pl.col("key") == "msg").first().cast(I64),
+            pl.col("rec_line").first().alias("src_line"),
+            val("pri").cast(I64, strict=False).alias("_pri"),
+            val("time").alias("_time"),
+            _json_str(val("caller")).alias("caller"),
+            _json_str(val("msg")).alias("message"),
+        )
+    )
+    time = pl.col("_time")
+    iso = pl.when(time.str.starts_with('"')).then(_json_str(time))
+    return recs.with_columns(
+        _facility(pl.col("_pri")).alias("facility"),
+        _level(pl.col("_pri")).alias("level"),
+        time.cast(F64, strict=False).alias("uptime_s"),
+        iso.alias("iso"),
+        pl.lit(False).alias("is_cont"),
+        iso.otherwise(time).alias("stamp_key"),
+    )
+
+
+# --- the clock -------------------------------------------------------------------------
+
+
+def _zone(tz: str | None, what: str) -> tuple[str, str | None]:
+    """The zone to read local times in, and the note to make about it (None: none)."""
+    if tz is None:
+        return "UTC", f"{what} printed in local time and host timezone unknown: read as UTC"
+    if tz in _UTC_NAMES:
+        return "UTC", None
+    try:
+        zoneinfo.ZoneInfo(tz)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return "UTC", f"unknown timezone {tz!r}: {what} read as UTC"
+    return tz, None
+
+
+def _local(naive: pl.Expr, tz: str) -> pl.Expr:
+    if tz == "UTC":
+        return naive.dt.replace_time_zone("UTC")
+    return naive.dt.replace_time_zone(
+        tz, ambiguous="earliest", non_existent="null"
+    ).dt.convert_time_zone("UTC")
+
+
+def _naive(year: pl.Expr, month: pl.Expr, day: pl.Expr, hms: pl.Expr) -> pl.Expr:
+    text = pl.concat_str(
+        year.cast(S), pl.lit("-"), month.cast(S).str.zfill(2), pl.lit("-"),
+        day.cast(S).str.zfill(2), pl.lit(" "), hms,
+    )  # fmt: skip
+    return text.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", time_unit="us", strict=False)
+
+
+def _iso_ts(expr: pl.Expr) -> pl.Expr:
+    norm = expr.str.replace(",", ".", literal=True).str.replace(r"Z$", "+00:00")
+    return norm.str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S%.f%z", time_zone="UTC", time_unit="us", strict=False
+    )
+
+
+def _month(expr: pl.Expr) -> pl.Expr:
+    key = expr.str.to_lowercase().str.strip_chars_end(".")
+    return key.replace_strict(MONTHS, default=None, return_dtype=pl.Int32)
+
+
+def _place_on_clock(df: pl.DataFrame, ctx: base.ParseContext, notes: _ClockNotes) -> pl.DataFrame:
+    """Add `ts` (UTC), `ts_source`, `_bad` (the row's stamp is impossible or out of range)
+    and `_unknown_month` (a ctime stamp whose month name is unknown: the caller counts
+    the rows it keeps in ``notes.unknown_month``); the other notes go to ``notes``.
+
+    Sources, best first: an ISO stamp with offset, a `-T` ctime stamp in local time, a
+    syslog prefix in local time without a year, a raw uptime plus the boot time."""
+    cols = ["iso", "cmon", "cday", "chms", "cyear", "smon", "sday", "shms", "siso", "ident"]
+    df = df.with_columns(pl.lit(None, S).alias(c) for c in cols if c not in df.columns)
+    if "is_kmsg" not in df.columns:
+        df = df.with_columns(pl.lit(False).alias("is_kmsg"))
+    iso_ts = _iso_ts(pl.col("iso"))
+    exprs: list[tuple[str, pl.Expr]] = [("iso", iso_ts)]
+    unknown_month = pl.lit(False)
+    # A stamp that is there but gives no date: it does not exist (month 13, Feb 30...).
+    impossible = pl.col("iso").is_not_null() & iso_ts.is_null()
+    if df["chms"].is_not_null().any():
+        tz, note = _zone(ctx.tz, "dmesg -T (ctime) times")
+        notes.ctime_zone = notes.ctime_zone or note
+        month = _month(pl.col("cmon"))
+        naive = _naive(pl.col("cyear"), month, pl.col("cday"), pl.col("chms"))
+        exprs.append(("ctime", _local(naive, tz)))
+        unknown_month = pl.col("chms").is_not_null() & month.is_null()
+        impossible = impossible | (month.is_not_null() & naive.is_null())
+    siso = _iso_ts(pl.col("siso"))
+    exprs.append(("syslog", siso))
+    impossible = impossible | (pl.col("siso").is_not_null() & siso.is_null())
+    if df["shms"].is_not_null().any():
+        if ctx.capture_start is None:
+            notes.syslog_no_year = True
+        else:
+            tz, note = _zone(ctx.tz, "syslog/journal times")
+            notes.syslog_zone = notes.syslog_zone or note
+            ref = ctx.capture_end or ctx.capture_start
+            month = _month(pl.col("smon"))
+            this_naive = _naive(pl.lit(ref.year), month, pl.col("sday"), pl.col("shms"))
+            last_naive = _naive(pl.lit(ref.year - 1), month, pl.col("sday"), pl.col("shms"))
+            this, last = _local(this_naive, tz), _local(last_naive, tz)
+            # Feb 29 exists in one of the two years only: the one where it does.
+            later = this_naive.is_null() | (this > pl.lit(ref + timedelta(days=2)))
+            exprs.append(("syslog", pl.when(later).then(last).otherwise(this)))
+            no_day = month.is_not_null() & this_naive.is_null() & last_naive.is_null()
+            impossible = impossible | no_day
+    up = pl.col("uptime_s")
+    up_ok = up.is_finite() & (up >= 0) & (up <= MAX_UPTIME_S)
+    if ctx.boot_time is not None:
+        wrapped = pl.col("ident").is_not_null()
+        micros = (pl.when(up_ok).then(up) * 1e6).round(0).cast(pl.Int64)
+        at = pl.lit(ctx.boot_time).cast(base.TS) + pl.duration(microseconds=micros)
+        exprs.append(("kmsg+boot", pl.when(~wrapped & pl.col("is_kmsg")).then(at)))
+        exprs.append(("boot+uptime", pl.when(~wrapped).then(at)))
+    ts = pl.coalesce(e.cast(base.TS) for _, e in exprs)
+    source = pl.coalesce(pl.when(e.is_not_null()).then(pl.lit(name)) for name, e in exprs)
+    out_of_range = (pl.col("ts") < pl.lit(TS_MIN)) | (pl.col("ts") >= pl.lit(TS_MAX))
+    bad_uptime = up.is_not_null() & ~up_ok
+    return df.with_columns(
+        ts.alias("ts"),
+        source.alias("ts_source"),
+        impossible.fill_null(False).alias("_imp"),
+        unknown_month.alias("_unknown_month"),
+    ).with_columns((pl.col("_imp") | bad_uptime | out_of_range.fill_null(False)).alias("_bad"))

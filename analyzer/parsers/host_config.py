@@ -42,6 +42,12 @@ e.g. 9223372036854771712, -> ``max``); ``memory.high`` -> ``memory.high_bytes`` 
 ``259:0 rbps=max wbps=1048576 ...`` and v1 ``blkio.throttle.{read,write}_{bps,iops}_device``
 ``8:0 1048576`` -> ``io.max.<maj:min>.<rbps|wbps|riops|wiops>``; other files keep their name.
 
+Each kind's tokenizer below takes the frame of lines (``line_no``, ``line``) and returns
+it with ``what`` (the line's verdict: ``parsed`` or a key of ``REASONS``), ``source`` and
+two list columns ``keys``/``vals`` of equal length (one line may give several rows, e.g.
+``cpu.max`` -> quota and period), in polars expressions; header lines (numactl
+distances, topo, CSV) are read once per file.
+
 ``ts``: the snapshot time (manifest start/end for ``.start``/``.end`` files; the clock
 file's own ``epoch_s``); NULL for hand-made files (noted). ``value`` is the printed value
 with runs of whitespace collapsed (normalised where stated above); ``raw`` is the line.
@@ -59,6 +65,7 @@ Sample input (``snap/thp.start.out`` and ``snap/cgroup_limits.start.out``)::
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -66,9 +73,16 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import _read, base
-from analyzer.parsers import _snap_kv as kv
-from analyzer.parsers import _snap_kv2 as kv2
-from analyzer.parsers._snap_common import account, ends_with_newline, lines, snapshot_time
+from analyzer.parsers._snap_common import REASONS as SNAP_REASONS
+from analyzer.parsers._snap_common import (
+    account,
+    blank_only,
+    ends_with_newline,
+    lines,
+    snake,
+    snapshot_time,
+    squash,
+)
 
 TABLES: dict[str, base.Table] = {
     "host_config": base.table(
@@ -83,23 +97,11 @@ TABLES: dict[str, base.Table] = {
     )
 }
 
-_HINTS = {
-    "sysctl": "sysctl",
-    "thp": "dump",
-    "cpufreq": "dump",
-    "irq_affinity": "dump",
-    "cgroup_limits": "dump",
-    "cmdline": "cmdline",
-    "uname": "uname",
-    "os_release": "os_release",
-    "lscpu": "lscpu",
-    "numactl": "numactl",
-    "clock": "clock",
-    "pids": "pids",
-    "nvidia_topo": "nvidia_topo",
-    "nvidia_list": "nvidia_list",
-    "nvidia_apps": "nvidia_csv",
-    "nvidia_ecc": "nvidia_csv",
+_HINTS = {  # capture file stem -> kind
+    **{k: k for k in ("sysctl", "cmdline", "uname", "os_release", "lscpu", "numactl", "clock")},
+    **{k: k for k in ("pids", "nvidia_topo", "nvidia_list")},
+    **dict.fromkeys(("thp", "cpufreq", "irq_affinity", "cgroup_limits"), "dump"),
+    **dict.fromkeys(("nvidia_apps", "nvidia_ecc"), "nvidia_csv"),
 }
 _CMDLINE_WORDS = re.compile(
     r"(?:^|\s)(?:BOOT_IMAGE=|root=|console=|init=|rdinit=|ro|rw|quiet|splash|panic=|isolcpus=|"
@@ -109,6 +111,7 @@ _CSV_HEAD = re.compile(
     r"^(?:index|pci\.bus_id|uuid|name|gpu_bus_id|gpu_uuid|pid|process_name|timestamp)"
     r"(?:, [\w.]+(?: \[[^\]]+\])?)+\s*$"
 )
+ANSI = r"\x1b\[[0-9;]*m"
 
 
 def _share(lines_: list[str], pattern: str) -> float:
@@ -118,7 +121,7 @@ def _share(lines_: list[str], pattern: str) -> float:
 
 def detect(head: str, name: str) -> tuple[str | None, float]:
     """(kind, confidence) of a host snapshot from its first bytes and file name."""
-    lns = [re.sub(kv2.ANSI, "", ln.rstrip("\r")) for ln in head.splitlines()[:300] if ln.strip()]
+    lns = [re.sub(ANSI, "", ln.rstrip("\r")) for ln in head.splitlines()[:300] if ln.strip()]
     stem = re.split(r"\.(?:start|end)\b", name.rsplit("__", 1)[-1], maxsplit=1)[0]
     hint = _HINTS.get(stem)
     if not lns:
@@ -143,7 +146,7 @@ def detect(head: str, name: str) -> tuple[str | None, float]:
         found.append(("nvidia_list", 0.95))
     if _CSV_HEAD.match(lns[0]):
         found.append(("nvidia_csv", 0.9))
-    assigns = _share(lns, kv.ASSIGN)
+    assigns = _share(lns, ASSIGN)
     if assigns >= 0.8 and re.search(r"^(?:NAME|ID|PRETTY_NAME|VERSION_ID)=", text, re.M):
         found.append(("os_release", 0.9))
     if assigns >= 0.8 and re.search(
@@ -154,9 +157,9 @@ def detect(head: str, name: str) -> tuple[str | None, float]:
         found.append(("sysctl", 0.9))
     if _share(lns, r"^/(?:sys|proc)/\S+(?: .*)?$") >= 0.8:
         found.append(("dump", 0.9))
-    if _share(lns, kv2.PIDS) >= 0.8:
+    if _share(lns, PIDS) >= 0.8:
         found.append(("pids", 0.9))
-    if len(lns) <= 2 and re.match(kv.UNAME, lns[0].strip()) and lns[0].startswith("Linux "):
+    if len(lns) <= 2 and re.match(UNAME, lns[0].strip()) and lns[0].startswith("Linux "):
         found.append(("uname", 0.9))
     if len(lns) <= 2 and "=" not in lns[0][:1] and _CMDLINE_WORDS.search(lns[0]):
         found.append(("cmdline", 0.85 if hint == "cmdline" or "BOOT_IMAGE=" in lns[0] else 0.7))
@@ -176,30 +179,549 @@ def sniff(head: str, name: str) -> float:
     return detect(head, name)[1]
 
 
-def _tokenize(kind: str, df: pl.DataFrame) -> pl.DataFrame:
-    if kind == "sysctl":
-        return kv.sysctl(df)
-    if kind == "dump":
-        return kv.dump(df)
-    if kind == "cmdline":
-        return kv.cmdline(df)
-    if kind == "uname":
-        return kv.uname(df)
-    if kind in ("os_release", "clock"):
-        return kv.assign(df, kind)
-    if kind == "lscpu":
-        return kv.labelled(df, "lscpu")
-    if kind == "numactl":
-        return kv2.numactl(df)
-    if kind in ("chronyc", "ntpq", "timedatectl_show", "timedatectl_status"):
-        return kv2.ntp(df, kind)
-    if kind == "pids":
-        return kv2.pids(df)
-    if kind == "nvidia_topo":
-        return kv2.nvidia_topo(df)
-    if kind == "nvidia_list":
-        return kv2.nvidia_list(df)
-    return kv2.nvidia_csv(df)
+L = pl.col("line")
+
+REASONS: dict[str, tuple[str, str]] = SNAP_REASONS | {
+    "section": ("structure", "section header"),
+    "legend": ("structure", "legend"),
+    "comment": ("structure", "comment"),
+    "noise": ("skipped", "error or stderr text mixed in"),
+}
+_NOISE = r"^(?:sysctl|sh|cat|awk|chrt|taskset|lscpu|numactl|timedatectl|chronyc|ntpq|nvidia-smi|bash|dash):\s"
+IS_NOISE = L.str.contains(_NOISE)
+
+
+def _first(*cases: tuple[pl.Expr, pl.Expr], default: pl.Expr | None = None) -> pl.Expr:
+    """The value of the first case whose condition holds, else ``default`` (or NULL)."""
+    (cond, value), *rest = cases
+    e = pl.when(cond).then(value)
+    for cond, value in rest:
+        e = e.when(cond).then(value)
+    return e if default is None else e.otherwise(default)
+
+
+def _str(*parts: str | pl.Expr) -> pl.Expr:
+    """The parts concatenated, plain strings as literals: ``_str("sched.", pid)``."""
+    return pl.concat_str([pl.lit(p) if isinstance(p, str) else p for p in parts])
+
+
+def _list(*items: str | pl.Expr) -> pl.Expr:
+    """A list column of the items, plain strings as literals."""
+    return pl.concat_list([pl.lit(p) if isinstance(p, str) else p for p in items])
+
+
+def verdict(ok: pl.Expr, *extra: tuple[pl.Expr, str]) -> pl.Expr:
+    """``blank`` for empty lines, the first matching extra, ``parsed`` where ``ok``, else other."""
+    cases = [(L.str.strip_chars() == "", "blank"), *extra, (ok, "parsed")]
+    return _first(*[(c, pl.lit(w)) for c, w in cases], default=pl.lit("other"))
+
+
+def _out(
+    df: pl.DataFrame, what: pl.Expr, source: str | pl.Expr, keys: pl.Expr, vals: pl.Expr
+) -> pl.DataFrame:
+    """The tokenizers' result (see the module docstring)."""
+    src = pl.lit(source) if isinstance(source, str) else source
+    return df.with_columns(
+        what.alias("what"), src.alias("source"), keys.alias("keys"), vals.alias("vals")
+    )
+
+
+# ---------------------------------------------------------------- sysctl
+SYSCTL = r"^\s*([A-Za-z0-9_][\w.\-/:]*?)\s*=\s?(.*)$"
+
+
+def sysctl(df: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """``sysctl -a`` / the capture's ``key = value`` dump."""
+    g = L.str.extract_groups(SYSCTL)
+    key, val = g.struct.field("1"), g.struct.field("2")
+    what = verdict(key.is_not_null(), (IS_NOISE, "noise"))
+    return _out(df, what, "sysctl", _list(key), _list(squash(val)))
+
+
+# ---------------------------------------------------------------- "<path> <value>" dumps
+DUMP = r"^(/[^\s]+)(?: (.*))?$"
+_CG = r"^/sys/fs/cgroup(/.*)?/([^/]+)$"
+_V1 = (
+    r"^/(?:unified|systemd|name=\w+|(?:cpuacct|cpuset|cpu|memory|blkio|pids|devices|freezer|"
+    r"net_cls|net_prio|hugetlb|perf_event|rdma|misc)(?:,(?:cpuacct|cpu|net_cls|net_prio))*)(/|$)"
+)
+_UNLIMITED = 2**62
+_RENAME = {
+    "memory.max": "memory.max_bytes",
+    "memory.limit_in_bytes": "memory.max_bytes",
+    "memory.high": "memory.high_bytes",
+    "memory.low": "memory.low_bytes",
+    "memory.min": "memory.min_bytes",
+    "memory.soft_limit_in_bytes": "memory.soft_limit_bytes",
+    "memory.swap.max": "memory.swap_max_bytes",
+    "memory.memsw.limit_in_bytes": "memory.memsw_max_bytes",
+    "cpu.cfs_period_us": "cpu.period_us",
+    "cpu.cfs_quota_us": "cpu.quota_us",
+    "cpu.max.burst": "cpu.burst_us",
+    "cpu.cfs_burst_us": "cpu.burst_us",
+    "memory.oom.group": "memory.oom_group",
+}
+_BLKIO = {
+    "blkio.throttle.read_bps_device": "rbps",
+    "blkio.throttle.write_bps_device": "wbps",
+    "blkio.throttle.read_iops_device": "riops",
+    "blkio.throttle.write_iops_device": "wiops",
+}
+
+
+def _cgroup_keys(path: pl.Expr, val: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """(prefix, key-suffix list, value list) of one cgroup limit line, v1 and v2 in one
+    vocabulary (see the module docstring)."""
+    g = path.str.extract_groups(_CG)
+    rel = g.struct.field("1").fill_null("").str.replace(_V1, "${1}").str.strip_chars_start("/")
+    f = g.struct.field("2")
+    num = val.cast(pl.Int64, strict=False)
+    unlimited = (val == "max") | (val.cast(pl.Float64, strict=False) >= _UNLIMITED)
+    parts = val.str.split(" ")
+    dev = parts.list.first()
+    kv = val.str.extract_all(r"[A-Za-z_]+=\S+")
+    empty_io = f.is_in(["io.max", "io.weight", *_BLKIO]) & (val == "")
+    keys = _first(
+        (empty_io, _list(pl.when(f == "io.weight").then(f).otherwise(pl.lit("io.max")))),
+        (f == "cpu.max", _list("cpu.quota_us", "cpu.period_us")),
+        (f == "io.max", kv.list.eval(pl.element().str.replace("=.*", ""))),
+        (f.is_in(list(_BLKIO)), _list(f.replace(_BLKIO))),
+        (f == "io.weight", _list(_str("io.weight.", dev))),
+        (f == "cpu.shares", _list("cpu.weight")),
+        default=_list(f.replace(_RENAME)),
+    )
+    vals = _first(
+        (empty_io, _list(val)),
+        (f == "cpu.max", parts.list.head(2)),
+        (f == "io.max", kv.list.eval(pl.element().str.replace("^[^=]*=", ""))),
+        (f.is_in(["io.weight", *_BLKIO]), _list(parts.list.get(1, null_on_oob=True))),
+        (f == "cpu.shares", _list((1 + ((num - 2) * 9999) // 262142).cast(pl.String))),
+        (f == "cpu.cfs_quota_us", _list(pl.when(num < 0).then(pl.lit("max")).otherwise(val))),
+        (
+            f.is_in([k for k, v in _RENAME.items() if v.endswith("_bytes")]),
+            _list(pl.when(unlimited).then(pl.lit("max")).otherwise(val)),
+        ),
+        default=_list(val),
+    )
+    # io.max / blkio throttle lines: the device sits between "io.max." and the limit name
+    io = pl.when(f.is_in(["io.max", *_BLKIO]) & (val != "")).then(_str("io.max.", dev, "."))
+    prefix = _str(
+        "cgroup.",
+        pl.when(rel == "").then(pl.lit("/")).otherwise(rel),
+        ".",
+        io.otherwise(pl.lit("")),
+    )
+    return prefix, keys, vals
+
+
+def dump(df: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """The capture's ``<path> <line>`` dumps: thp, cpufreq, irq_affinity, cgroup_limits."""
+    g = L.str.extract_groups(DUMP)
+    path, val = g.struct.field("1"), squash(g.struct.field("2").fill_null(""))
+    thp = path.str.extract(r"^/sys/kernel/mm/transparent_hugepage/(.+)$", 1)
+    sel = val.str.extract(r"\[([^\]]+)\]", 1)
+    cpu = path.str.extract(r"^/sys/devices/system/cpu/(.+)$", 1)
+    freq = cpu.str.extract_groups(r"^(cpu\d+)/cpufreq/(.+)$")
+    policy = cpu.str.contains(r"^(?:cpufreq|\w+_pstate)/")
+    irq = path.str.extract(r"^/proc/irq/(.+)$", 1)
+    sysk = path.str.extract(r"^/proc/sys/(.+)$", 1)
+    is_cg = path.str.contains(_CG)
+    cg_prefix, cg_keys, cg_vals = _cgroup_keys(path, val)
+    source = _first(
+        (thp.is_not_null(), pl.lit("thp")),
+        (freq.struct.field("1").is_not_null() | policy, pl.lit("cpufreq")),
+        (cpu.is_not_null(), pl.lit("cpu")),
+        (irq.is_not_null(), pl.lit("irq_affinity")),
+        (sysk.is_not_null(), pl.lit("sysctl")),
+        (is_cg, pl.lit("cgroup_limits")),
+        default=pl.lit("file"),
+    )
+    dotted = pl.coalesce(
+        _str("thp.", thp),
+        _str("cpufreq.", freq.struct.field("1"), ".", freq.struct.field("2")),
+        pl.when(policy).then(cpu),
+        _str("cpu.", cpu),
+        _str("irq.", irq),
+        sysk,
+    ).str.replace_all("/", ".")
+    keys = pl.when(is_cg).then(cg_keys).otherwise(_list(pl.coalesce(dotted, path)))
+    vals = _first(
+        (is_cg, cg_vals), (thp.is_not_null() & sel.is_not_null(), _list(sel)), default=_list(val)
+    )
+    out = _out(df, verdict(path.is_not_null(), (IS_NOISE, "noise")), source, keys, vals)
+    return out.with_columns(pl.when(is_cg).then(cg_prefix).otherwise(pl.lit("")).alias("prefix"))
+
+
+# ---------------------------------------------------------------- /proc/cmdline
+def cmdline(df: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """``cat /proc/cmdline``: one row per parameter; what follows `` -- `` goes to init."""
+    parts = L.str.splitn(" -- ", 2)
+    tail = parts.struct.field("field_1").str.strip_chars()
+    toks = parts.struct.field("field_0").str.extract_all(r'(?:[^\s"]|"[^"]*")+')
+    keys = toks.list.eval(_str("cmdline.", pl.element().str.replace("=.*", "")))
+    vals = toks.list.eval(
+        pl.when(pl.element().str.contains("="))
+        .then(pl.element().str.replace("^[^=]*=", "").str.strip_chars('"'))
+        .otherwise(pl.lit(""))
+    )
+    has_tail = tail.is_not_null() & (tail != "")
+    keys = pl.when(has_tail).then(keys.list.concat(pl.lit(["cmdline.init_args"]))).otherwise(keys)
+    vals = pl.when(has_tail).then(vals.list.concat(_list(tail))).otherwise(vals)
+    return _out(df, verdict(toks.list.len() > 0), "cmdline", keys, vals)
+
+
+# ---------------------------------------------------------------- uname -a
+_MACH = r"x86_64|i[3-6]86|aarch64|arm64|armv\w+|ppc64le|ppc64|s390x|riscv64|loongarch64|mips\w*"
+UNAME = (
+    rf"^(?P<kernel_name>\S+) (?P<nodename>\S+) (?P<kernel_release>\S+) (?P<kernel_version>.*?)"
+    rf" (?P<machine>{_MACH})(?: \S+)*? (?P<operating_system>\S+)$"
+)
+_UNAME_KEYS = ("kernel_name", "nodename", "kernel_release", "kernel_version", "machine")
+_UNAME_KEYS += ("operating_system",)
+
+
+def uname(df: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """``uname -a``."""
+    g = L.str.strip_chars().str.extract_groups(UNAME)
+    keys, vals = [f"uname.{k}" for k in _UNAME_KEYS], [g.struct.field(k) for k in _UNAME_KEYS]
+    what = verdict(g.struct.field("kernel_name").is_not_null())
+    return _out(df, what, "uname", _list(*keys), _list(*vals))
+
+
+# ---------------------------------------------------------------- KEY=value files
+ASSIGN = r"^\s*([A-Za-z_][A-Za-z0-9_]*)=(.*)$"
+
+
+def assign(df: pl.DataFrame, source: str) -> pl.DataFrame:
+    """``KEY=value`` files: os-release, the capture's clock file, ``timedatectl show``.
+
+    Keys are snake_case (``PRETTY_NAME`` -> ``pretty_name``, ``NTPSynchronized`` ->
+    ``ntp_synchronized``); os-release quotes are removed.
+    """
+    g = L.str.extract_groups(ASSIGN)
+    k = (
+        g.struct.field("1")
+        .str.replace_all(r"([A-Z]+)([A-Z][a-z])", "${1}_${2}")
+        .str.replace_all(r"([a-z0-9])([A-Z])", "${1}_${2}")
+        .str.to_lowercase()
+    )
+    v = g.struct.field("2").str.strip_chars()
+    quoted = v.str.contains(r'^"(?:.*)"$|^\'(?:.*)\'$')
+    unquoted = v.str.slice(1, v.str.len_chars() - 2).str.replace_all(r'\\(["\\$`])', "${1}")
+    what = verdict(k.is_not_null(), (L.str.contains(r"^\s*#"), "comment"), (IS_NOISE, "noise"))
+    value = pl.when(quoted).then(unquoted).otherwise(v)
+    return _out(df, what, source, _list(_str(source + ".", k)), _list(value))
+
+
+# ---------------------------------------------------------------- "Label: value" files
+LABEL = r"^(\s*)([^:]*[^:\s])\s*:(?:\s+(.*)|\s*)$"
+
+
+def labelled(df: pl.DataFrame, source: str) -> pl.DataFrame:
+    """``Label: value`` output (lscpu, chronyc tracking, timedatectl status).
+
+    lscpu's tree layout (util-linux >= 2.38 on a terminal) nests caches, NUMA and
+    vulnerabilities under section lines; they get the flat names (``L1d:`` under
+    ``Caches`` -> ``l1d_cache``; ``Spectre v1:`` under ``Vulnerabilities`` ->
+    ``vulnerability_spectre_v1``), so both layouts give the same keys.
+    """
+    g = L.str.extract_groups(LABEL)
+    indent = g.struct.field("1").str.len_chars()
+    label = snake(g.struct.field("2"))
+    val = squash(g.struct.field("3").fill_null(""))
+    is_section = (indent == 0) & (val == "") & (indent.shift(-1).fill_null(0) > 0)
+    df = df.with_columns(
+        _sec=pl.when(indent == 0).then(pl.when(is_section).then(label).otherwise(pl.lit("")))
+    ).with_columns(pl.col("_sec").forward_fill())
+    sec = pl.when(indent > 0).then(pl.col("_sec")).otherwise(pl.lit(""))
+    key = _first(
+        (sec.str.starts_with("caches"), _str(label, "_cache")),
+        (sec == "vulnerabilities", _str("vulnerability_", label)),
+        default=label,
+    )
+    what = verdict(g.struct.field("2").is_not_null(), (is_section, "section"), (IS_NOISE, "noise"))
+    return _out(df, what, source, _list(_str(source + ".", key)), _list(val)).drop("_sec")
+
+
+# ---------------------------------------------------------------- numactl -H
+def numactl(df: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """``numactl -H``: node count, cpus, size and free per node, the distance matrix."""
+    head = next((ln for ln in df["line"] if re.match(r"^node(?:\s+\d+)+\s*$", ln)), "")
+    cols = head.split()[1:]
+    avail = L.str.extract_groups(r"^available: (\d+) nodes? \((.*)\)\s*$")
+    node = L.str.extract_groups(r"^node (\d+) (cpus|size|free):\s*(.*?)\s*(MB)?\s*$")
+    dist = L.str.extract_groups(r"^\s*(\d+):\s+([\d\s]+)$")
+    nd, row = node.struct.field("1"), dist.struct.field("1")
+    mb = pl.when(node.struct.field("4").is_not_null()).then(pl.lit("_mb")).otherwise(pl.lit(""))
+    dvals = dist.struct.field("2").str.strip_chars().str.split(" ")
+    dvals = dvals.list.eval(pl.element().filter(pl.element() != ""))
+    dkeys = _list(
+        *[_str("numactl.node", row, f".distance.node{c}") for c in cols] or ["numactl.distances"]
+    )
+    no_numa = L.str.contains(r"(?i)^No NUMA available")
+    is_dist = row.is_not_null() & pl.lit(bool(cols)) & (dvals.list.len() == len(cols))
+    has_avail = avail.struct.field("1").is_not_null()
+    keys = _first(
+        (has_avail, _list("numactl.nodes", "numactl.node_list")),
+        (nd.is_not_null(), _list(_str("numactl.node", nd, ".", node.struct.field("2"), mb))),
+        (no_numa, _list("numactl.available")),
+        (is_dist, dkeys),
+    )
+    vals = _first(
+        (has_avail, _list(avail.struct.field("1"), avail.struct.field("2"))),
+        (nd.is_not_null(), _list(squash(node.struct.field("3")))),
+        (no_numa, _list("no")),
+        (is_dist, dvals),
+    )
+    header = L.str.contains(r"^node distances:\s*$|^node(?:\s+\d+)+\s*$")
+    what = verdict(keys.is_not_null(), (header, "header"), (IS_NOISE, "noise"))
+    return _out(df, what, "numactl", keys, vals)
+
+
+# ---------------------------------------------------------------- NTP
+def _add(df: pl.DataFrame, cond: pl.Expr, key: str, val: pl.Expr) -> pl.DataFrame:
+    """Append a derived (key, value) to the lists of the lines where ``cond`` holds."""
+    hit = cond & (pl.col("what") == "parsed")
+    return df.with_columns(
+        keys=pl.when(hit).then(pl.col("keys").list.concat(pl.lit([key]))).otherwise("keys"),
+        vals=pl.when(hit).then(pl.col("vals").list.concat(_list(val))).otherwise("vals"),
+    )
+
+
+_NTPQ = (
+    r"^([ *+#ox.-])?(\S+)\s+(\S+)\s+(\d+)\s+(\S)\s+(\S+)\s+(\d+\S*)\s+([0-7]+)"
+    r"\s+(-?[\d.]+)\s+(-?[\d.]+)\s+(-?[\d.]+)\s*$"
+)
+_NTPQ_F = ("tally", "refid", "stratum", "type", "when", "poll", "reach", "delay_ms")
+_NTPQ_F += ("offset_ms", "jitter_ms")
+
+
+def ntp(df: pl.DataFrame, flavour: str) -> pl.DataFrame:
+    """chronyc tracking / timedatectl show / timedatectl status / ntpq -pn.
+
+    Besides the printed keys, ``ntp.synchronized`` ('true'|'false') and ``ntp.offset_s``
+    (system clock minus true time, seconds; chrony 'fast' is positive) are derived the
+    same way the capture script derives the manifest's clock.ntp.
+    """
+    if flavour == "ntpq":
+        g = L.str.extract_groups(_NTPQ)
+        remote = g.struct.field("2")
+        header = L.str.contains(r"^\s*remote\s+refid") | L.str.contains(r"^=+\s*$")
+        out = _out(
+            df,
+            verdict(remote.is_not_null(), (header, "header"), (IS_NOISE, "noise")),
+            "ntp",
+            _list(*[_str("ntp.peer.", remote, "." + f) for f in _NTPQ_F]),
+            _list(
+                g.struct.field("1").fill_null(" "), *[g.struct.field(str(i)) for i in range(3, 12)]
+            ),
+        )
+        sys_peer = g.struct.field("1") == "*"
+        out = _add(out, sys_peer, "ntp.synchronized", pl.lit("true"))
+        off = (g.struct.field("10").cast(pl.Float64, strict=False) / 1000).cast(pl.String)
+        return _add(out, sys_peer, "ntp.offset_s", off)
+    if flavour == "timedatectl_show":
+        sync = L.str.extract(r"^NTPSynchronized=(\w+)", 1)
+        return _add(
+            assign(df, "ntp"),
+            sync.is_not_null(),
+            "ntp.synchronized",
+            (sync == "yes").cast(pl.String),
+        )
+    out = labelled(df, "ntp")
+    if flavour == "chronyc":
+        st = L.str.extract_groups(r"^System time\s*:\s*([\d.]+) seconds (fast|slow)")
+        v = st.struct.field("1").cast(pl.Float64, strict=False)
+        off = pl.when(st.struct.field("2") == "slow").then(-v).otherwise(v).cast(pl.String)
+        out = _add(out, v.is_not_null(), "ntp.offset_s", off)
+        leap = L.str.extract(r"^Leap status\s*:\s*(.*?)\s*$", 1)
+        synced = (~leap.str.contains("Not synchronised")).cast(pl.String)
+        return _add(out, leap.is_not_null(), "ntp.synchronized", synced)
+    sync = L.str.extract(r"(?:System clock|NTP) synchronized:\s*(\w+)", 1)
+    out = _add(out, sync.is_not_null(), "ntp.synchronized", (sync == "yes").cast(pl.String))
+    ofs = L.str.extract_groups(r"^\s*Offset:\s*([-+]?[\d.]+)(us|ms|ns|s)\s*$")
+    unit = {"us": 1e-6, "ms": 1e-3, "ns": 1e-9, "s": 1.0}
+    f = ofs.struct.field("2").replace_strict(unit, default=None)
+    v = (ofs.struct.field("1").cast(pl.Float64, strict=False) * f).cast(pl.String)
+    return _add(out, ofs.struct.field("1").is_not_null(), "ntp.offset_s", v)
+
+
+# ---------------------------------------------------------------- the capture's pids file
+PIDS = r"^(\d+) (cmdline|status|chrt|taskset|cgroup|oom_score_adj|oom_score|io|environ|gone)(?: (.*))?$"
+
+
+def pids(df: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """``<pid> <what> <line>`` from the capture (``PIDS_SH``): chrt/taskset -> source
+    ``sched`` (``sched.<pid>.policy``, ``.priority``, ``.affinity_list``); everything else
+    -> source ``process`` (``process.<pid>.status.VmRSS``, ``.cgroup.memory``, ``.io.rchar``,
+    ``.environ.CUDA_VISIBLE_DEVICES``, ``.oom_score``, ``.cmdline``, ``.gone``)."""
+    g = L.str.extract_groups(PIDS)
+    pid, what, rest = g.struct.field("1"), g.struct.field("2"), g.struct.field("3").fill_null("")
+    proc = _str("process.", pid, ".", what)
+    status = rest.str.extract_groups(r"^([^:]+):\s*(.*)$")
+    cur = rest.str.extract_groups(r"current ([^:]+): (.*)$")
+    label = snake(cur.struct.field("1")).str.replace(r"^scheduling_", "")
+    cgl = rest.str.extract_groups(r"^(\d+):([^:]*):(.*)$")
+    ctrl = (
+        pl.when(cgl.struct.field("2") == "")
+        .then(pl.lit("unified"))
+        .otherwise(cgl.struct.field("2"))
+    )
+    env = rest.str.extract_groups(r"^([^=]+)=(.*)$")
+    sched = what.is_in(["chrt", "taskset"])
+    is_status = what.is_in(["status", "io"]) & status.struct.field("1").is_not_null()
+    is_cgroup = (what == "cgroup") & cgl.struct.field("1").is_not_null()
+    is_env = (what == "environ") & env.struct.field("1").is_not_null()
+    key = _first(
+        (sched & label.is_not_null(), _str("sched.", pid, ".", label)),
+        (sched, _str("sched.", pid, ".", what, "_message")),
+        (is_status, _str(proc, ".", status.struct.field("1"))),
+        (is_cgroup, _str(proc, ".", ctrl)),
+        (is_env, _str(proc, ".", env.struct.field("1"))),
+        (what.is_in(["cmdline", "oom_score_adj", "oom_score", "gone"]), proc),
+        (what.is_not_null(), _str(proc, "_line")),
+    )
+    val = _first(
+        (sched & label.is_not_null(), cur.struct.field("2").str.strip_chars()),
+        (is_status, squash(status.struct.field("2"))),
+        (is_cgroup, cgl.struct.field("3")),
+        (is_env, env.struct.field("2")),
+        (what == "gone", pl.lit("true")),
+        default=rest.str.strip_chars(),
+    )
+    empty = what.is_in(["environ", "cmdline"]) & (rest.str.strip_chars() == "")
+    source = pl.when(sched).then(pl.lit("sched")).otherwise(pl.lit("process"))
+    return _out(df, verdict(key.is_not_null(), (empty, "blank")), source, _list(key), _list(val))
+
+
+# ---------------------------------------------------------------- nvidia-smi
+_SEP = "\x1f"
+
+
+def nvidia_topo(df: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """``nvidia-smi topo -m``: ``nvidia_topo.GPU0.GPU1`` = ``NV18``, ``.cpu_affinity``,
+    ``.numa_affinity``, ``.gpu_numa_id``; NIC legend ``nvidia_topo.NIC0.device``."""
+    df = df.with_columns(L.str.replace_all(ANSI, "").alias("line"))
+    head = next((ln for ln in df["line"] if re.match(r"^\s+GPU0\b", ln)), "")
+    header = [h.strip() for h in re.split(r"\t|\s{2,}", head.strip()) if h.strip()]
+    names = [
+        h
+        if re.match(r"^(?:GPU\d+|NIC\d+|mlx\S*)$", h)
+        else re.sub(r"[^a-z0-9]+", "_", h.lower()).strip("_")
+        for h in header
+    ]
+    cells = L.str.replace_all(r"(?:\t|\s{2,})+", _SEP).str.strip_chars(_SEP + " ").str.split(_SEP)
+    cells = cells.list.eval(pl.element().str.strip_chars())
+    row = L.str.extract(r"^(GPU\d+|NIC\d+|mlx\S+)\s", 1)
+    ok = row.is_not_null() & (cells.list.len() >= 2) & pl.lit(bool(names))
+    nic = L.str.extract_groups(r"^\s+(NIC\d+):\s*(\S+)\s*$")
+    is_nic = nic.struct.field("1").is_not_null()
+    in_legend = (
+        _first(
+            (L.str.contains(r"^[A-Za-z ]*Legend:\s*$"), pl.lit(True)),
+            (L.str.contains(r"^\S"), pl.lit(False)),
+        )
+        .forward_fill()
+        .fill_null(False)
+    )
+    all_keys = _list(*[_str("nvidia_topo.", row, "." + n) for n in names] or [""])
+    row_vals = cells.list.slice(1, len(names))
+    keys = _first(
+        (ok, all_keys.list.head(row_vals.list.len())),
+        (is_nic, _list(_str("nvidia_topo.", nic.struct.field("1"), ".device"))),
+    )
+    vals = _first((ok, row_vals), (is_nic, _list(nic.struct.field("2"))))
+    what = verdict(
+        keys.is_not_null(),
+        (L.str.contains(r"^\s+GPU0\b"), "header"),
+        (in_legend & ~is_nic, "legend"),
+        (IS_NOISE, "noise"),
+    )
+    return _out(df, what, "nvidia_topo", keys, vals)
+
+
+def nvidia_list(df: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """``nvidia-smi -L``: ``nvidia.gpu0.name``, ``nvidia.gpu0.uuid``; MIG devices
+    ``nvidia.gpu0.mig1.profile`` / ``.uuid``."""
+    gpu = L.str.extract_groups(r"^GPU (\d+): (.*?) \(UUID: ([^)]+)\)\s*$")
+    mig = L.str.extract_groups(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: ([^)]+)\)\s*$")
+    df = df.with_columns(gpu.struct.field("1").forward_fill().alias("_gpu"))
+    is_gpu = gpu.struct.field("1").is_not_null()
+    gk = _str("nvidia.gpu", gpu.struct.field("1"))
+    mk = _str("nvidia.gpu", pl.col("_gpu"), ".mig", mig.struct.field("2"))
+    keys = _first(
+        (is_gpu, _list(_str(gk, ".name"), _str(gk, ".uuid"))),
+        (
+            mig.struct.field("1").is_not_null() & pl.col("_gpu").is_not_null(),
+            _list(_str(mk, ".profile"), _str(mk, ".uuid")),
+        ),
+    )
+    vals = _first(
+        (is_gpu, _list(gpu.struct.field("2"), gpu.struct.field("3"))),
+        default=_list(mig.struct.field("1"), mig.struct.field("3")),
+    )
+    what = verdict(keys.is_not_null(), (IS_NOISE, "noise"))
+    return _out(df, what, "nvidia_list", keys, vals).drop("_gpu")
+
+
+def nvidia_csv(df: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """``nvidia-smi --query-gpu=... --format=csv`` (source ``nvidia_query``, keys
+    ``nvidia.gpu<index>.<field>``) and ``--query-compute-apps=...`` (source
+    ``nvidia_apps``, keys ``nvidia_apps.<pid>.<field>``). A unit in the header
+    (``used_memory [MiB]``) goes into the key (``used_memory_mib``) and is removed from
+    the values; ``[N/A]``-style values are kept as printed."""
+    head = next((ln for ln in df["line"] if ln.strip()), "")
+    names, units = [], []
+    for f in (f.strip() for f in head.split(",")):
+        m = re.match(r"^(.*?)\s*\[(.+)\]$", f)
+        unit = m.group(2) if m else ""
+        stem = (m.group(1) if m else f).strip()
+        names.append(
+            stem + ("_" + re.sub(r"[^a-z0-9]+", "_", unit.lower()).strip("_") if unit else "")
+        )
+        units.append(unit)
+    apps = "pid" in names
+    idx_col = names.index("pid") if apps else (names.index("index") if "index" in names else None)
+    cells = L.str.split(",").list.eval(pl.element().str.strip_chars())
+    ok = (cells.list.len() == len(names)) & (head != L) & (L.str.strip_chars() != "")
+    ident = (
+        cells.list.get(idx_col, null_on_oob=True)
+        if idx_col is not None
+        else pl.lit(None, pl.String)
+    )
+    row = (ok.cast(pl.Int64).cum_sum() - 1).cast(pl.String)
+    prefix = _str("nvidia_apps.", ident) if apps else _str("nvidia.gpu", pl.coalesce(ident, row))
+    cell = [cells.list.get(i, null_on_oob=True) for i in range(len(units))]
+    vals = _list(
+        *[
+            c.str.replace(r"\s+" + re.escape(u) + "$", "") if u else c
+            for c, u in zip(cell, units, strict=True)
+        ]
+    )
+    noise = L.str.contains(r"^No devices were found|^\S+: ")
+    what = verdict(ok, (head == L, "header"), (noise, "noise"))
+    keys = _list(*[_str(prefix, "." + n) for n in names])
+    return _out(df, what, "nvidia_apps" if apps else "nvidia_query", keys, vals)
+
+
+_TOKENIZERS: dict[str, Callable[[pl.DataFrame, str], pl.DataFrame]] = {
+    "sysctl": sysctl,
+    "dump": dump,
+    "cmdline": cmdline,
+    "uname": uname,
+    "os_release": assign,
+    "clock": assign,
+    "lscpu": labelled,
+    "numactl": numactl,
+    "chronyc": ntp,
+    "ntpq": ntp,
+    "timedatectl_show": ntp,
+    "timedatectl_status": ntp,
+    "pids": pids,
+    "nvidia_topo": nvidia_topo,
+    "nvidia_list": nvidia_list,
+    "nvidia_csv": nvidia_csv,
+}
 
 
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
@@ -208,8 +730,8 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     name = ctx.file_name or path.name
     kind, score = detect(_read.read_head(path), name)
     df = lines(path, cov.notes)
-    if df.height == 0 or df["line"].str.strip_chars().eq("").all():
-        account(cov, pl.Series(["blank"] * df.height, dtype=pl.String), kv.REASONS)
+    if blank_only(df):
+        account(cov, pl.Series(["blank"] * df.height, dtype=pl.String), REASONS)
         return base.ParseResult(
             {"host_config": pl.DataFrame(schema=TABLES["host_config"].schema)}, cov
         )
@@ -218,7 +740,7 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     if score == 0.0:
         cov.notes.append(f"content not recognised; read as {kind} from the file name")
     phase, ts = snapshot_time(path, ctx, cov.notes)
-    out = _tokenize(kind, df)
+    out = _TOKENIZERS[kind](df, kind)
     if not ends_with_newline(path) and df.height > 1:
         out = out.with_columns(
             pl.when(pl.col("line_no") == df.height)
@@ -226,12 +748,10 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
             .otherwise(pl.col("what"))
             .alias("what")
         )
-    account(cov, out["what"], kv.REASONS)
-    rows = out.filter(pl.col("what") == "parsed")
-    cols = ["line_no", "line", "source", "keys", "vals"] + (
-        ["prefix"] if "prefix" in rows.columns else []
-    )
-    rows = kv.finish_keys(rows.select(cols).explode(["keys", "vals"]))
+    account(cov, out["what"], REASONS)
+    rows = out.filter(pl.col("what") == "parsed").explode(["keys", "vals"])
+    if "prefix" in rows.columns:  # cgroup limits: the path in front of each key
+        rows = rows.with_columns(pl.concat_str("prefix", "keys").alias("keys"))
     rows = rows.filter(pl.col("keys").is_not_null())
     if kind == "clock":
         epoch = rows.filter(pl.col("keys") == "clock.epoch_s")["vals"].cast(

@@ -34,16 +34,21 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import _read, base
-from analyzer.parsers._snap_common import account, ends_with_newline, lines, snapshot_time
-
-_SNAP = (
-    ("ts", base.TS, "", "snapshot time (UTC); NULL when unknown"),
-    ("snapshot", pl.String, "", "'start' or 'end' (capture phase); NULL for hand-made files"),
+from analyzer.parsers._snap_common import (
+    REASONS,
+    SNAP_COLUMNS,
+    account,
+    blank_only,
+    lines,
+    snapshot_time,
+    verdicts,
+    with_snapshot,
 )
+
 TABLES: dict[str, base.Table] = {
     "interrupts": base.table(
         "one row per interrupt source per CPU in a /proc/interrupts snapshot",
-        *_SNAP,
+        *SNAP_COLUMNS,
         ("irq", pl.String, "", "IRQ number or name (NMI, LOC, RES, ERR...)"),
         ("cpu", pl.Int32, "", "CPU number from the header; NULL for a total (ERR, MIS)"),
         ("count", pl.Int64, "", "interrupts since boot"),
@@ -53,7 +58,7 @@ TABLES: dict[str, base.Table] = {
     ),
     "softirqs": base.table(
         "one row per softirq type per CPU in a /proc/softirqs snapshot",
-        *_SNAP,
+        *SNAP_COLUMNS,
         (
             "softirq",
             pl.String,
@@ -93,12 +98,8 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     kind = _kind(_read.read_head(path))
     df = lines(path, cov.notes)
     if kind is None:
-        if df.height == 0 or df["line"].str.strip_chars().eq("").all():
-            account(
-                cov,
-                pl.Series(["blank"] * df.height, dtype=pl.String),
-                {"blank": ("structure", "blank")},
-            )
+        if blank_only(df):
+            account(cov, pl.Series(["blank"] * df.height, dtype=pl.String), REASONS)
             return base.ParseResult({}, cov)
         raise ParseError(f"{name}: not /proc/interrupts or /proc/softirqs")
     phase, ts = snapshot_time(path, ctx, cov.notes)
@@ -111,35 +112,17 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
         .str.split(" ")
         .list.eval(pl.element().filter(pl.element() != ""))
     )
-    trunc = not ends_with_newline(path)
-    what = (
-        pl.when(pl.col("line").str.strip_chars() == "")
-        .then(pl.lit("blank"))
-        .when(pl.col("line").str.contains(HEADER))
-        .then(pl.lit("header"))
-        .when(pl.lit(trunc) & (pl.col("line_no") == df.height))
-        .then(pl.lit("truncated"))
-        .when(g.struct.field("1").is_not_null())
-        .then(pl.lit("parsed"))
-        .otherwise(pl.lit("other"))
-    )
+    what = verdicts(df, g.struct.field("1").is_not_null(), path)
     df = df.with_columns(
-        what.alias("what"),
+        pl.when(pl.col("line").str.contains(HEADER))
+        .then(pl.lit("header"))
+        .otherwise(what)
+        .alias("what"),
         g.struct.field("1").alias("irq"),
         counts.alias("count"),
         g.struct.field("3").alias("rest"),
     )
-    account(
-        cov,
-        df["what"],
-        {
-            "parsed": ("parsed", ""),
-            "blank": ("structure", "blank"),
-            "header": ("structure", "header"),
-            "truncated": ("skipped", "truncated last line (no trailing newline)"),
-            "other": ("skipped", "unrecognised line"),
-        },
-    )
+    account(cov, df["what"], REASONS)
     rows = df.filter(pl.col("what") == "parsed")
     total = pl.col("irq").is_in(["ERR", "MIS"]) & (pl.col("count").list.len() == 1)
     rows = (
@@ -158,11 +141,7 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
             .alias("cpu")
         )
     )
-    rows = rows.with_columns(
-        pl.col("count").cast(pl.Int64, strict=False),
-        pl.lit(ts, dtype=base.TS).alias("ts"),
-        pl.lit(phase, dtype=pl.String).alias("snapshot"),
-    )
+    rows = with_snapshot(rows.with_columns(pl.col("count").cast(pl.Int64, strict=False)), phase, ts)
     if kind == "softirqs":
         table = TABLES["softirqs"].conform(rows.rename({"irq": "softirq"})).collect()
         return base.ParseResult({"softirqs": table}, cov)

@@ -26,11 +26,20 @@ Sample input (``mpstat -P ALL 1 1``, sysstat 12.6.1)::
     17:23:37       1   93.00    0.00    5.00    0.00    0.00    2.00    0.00    0.00    0.00    0.00
 
     Average:     all   56.00    0.00   43.00    0.00    0.00    1.00    0.00    0.00    0.00    0.00
+
+How the text is read: block by block (:class:`._blocks.Blocks`, so memory stays a few blocks
+whatever the file size; each block's rows go to ``ctx.sink`` when there is one). A line is a
+header (``<time> CPU|NODE ...``), a row (``<time> all|<n> ...``) or, for the few others, blank,
+banner, ``Average:`` or unrecognized. A row belongs to the last header above it, across
+blocks; rows are cut at their header's column positions (:func:`._sysstat.aligned_fields`)
+and re-read by whitespace split when they do not fit it. A header layout is the header
+without its time; the first 64 of a file are read, the rows of later ones are skipped.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -38,9 +47,8 @@ import numpy as np
 import polars as pl
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _mpstat_chunk, _mpstat_fast, _mpstat_json, _read, base
+from analyzer.parsers import _blocks, _mpstat_json, _read, base
 from analyzer.parsers import _sysstat as s
-from analyzer.parsers import _sysstat_fast as _fast
 
 _I32, _F, _S, _B = pl.Int32, pl.Float64, pl.String, pl.Boolean
 _HEAD: tuple[tuple[str, pl.DataType, str, str], ...] = (
@@ -97,6 +105,8 @@ _PCT_COLS = {
 }
 _SOFT = {"HI/s", "TIMER/s", "NET_TX/s", "NET_RX/s", "BLOCK/s", "TASKLET/s", "SCHED/s", "RCU/s"}
 _T = r"^(\d{2}:\d{2}:\d{2}(?: ?[AaPp]\.?[Mm]\.?)?|\d{9,11})\s+"
+_HEADER = _T + r"(CPU|NODE)\s+\S"
+_ROW = _T + r"(all|\d+)\s+\S"
 _MAX_LAYOUTS = 64
 
 
@@ -115,13 +125,8 @@ def sniff(head: str, name: str) -> float:
     return 0.0
 
 
-def _classify(path: Path, mode: str) -> pl.DataFrame:
-    """Kind of every line; ``time`` (row/header time token) cut by position per ``mode``."""
-    return classify_lines(_read.read_lines(path), mode)
-
-
-def _kind() -> pl.Expr:
-    """The kind of a line by itself: blank, banner, average, header, row or other."""
+def _other_kind() -> pl.Expr:
+    """The kind of a line that is neither a header nor a row."""
     line = pl.col("line")
     return (
         pl.when(line.str.contains(r"^\s*$"))
@@ -130,269 +135,463 @@ def _kind() -> pl.Expr:
         .then(pl.lit("banner"))
         .when(line.str.contains(s.AVERAGE_RE))
         .then(pl.lit("average"))
-        .when(line.str.contains(_T + r"(CPU|NODE)\s+\S"))
-        .then(pl.lit("header"))
-        .when(line.str.contains(_T + r"(all|\d+)\s+\S"))
-        .then(pl.lit("row"))
         .otherwise(pl.lit("other"))
     )
 
 
-def line_kinds(lines: pl.DataFrame) -> pl.DataFrame:
-    """``lines`` (``line``) with ``kind``, each line on its own (no header context)."""
-    return lines.with_columns(_kind().alias("kind"))
+@dataclass(frozen=True)
+class _Layout:
+    """A header layout: the table its rows go to and where their columns are."""
 
+    table: str  # mpstat_cpu | mpstat_node | mpstat_irq
+    kind: str  # cpu | node | sum | hard | soft
+    lay: s.Layout
+    first: int  # position of the CPU / NODE column
 
-def classify_lines(lines: pl.LazyFrame | pl.DataFrame, mode: str) -> pl.DataFrame:
-    """``lines`` (``line_no``, ``line``) with ``kind``, ``hdr`` (line of the governing
-    header, 0 = none), ``hdr_time`` and ``time`` (row time token)."""
-    line = pl.col("line")
-    if mode == "epoch":
-        time = line.str.extract(r"^(\d{9,11})\s")
-    else:
-        time = line.str.slice(0, 11 if mode == "12h" else 8)
-    is_hdr = pl.col("kind") == "header"
-    return (
-        lines.lazy()
-        .with_columns(_kind().alias("kind"))
-        .with_columns(
-            pl.when(is_hdr).then(pl.col("line_no")).forward_fill().fill_null(0).alias("hdr"),
-            pl.when(is_hdr).then(time).forward_fill().alias("hdr_time"),
-            pl.when(pl.col("kind") == "row").then(time).alias("time"),
-        )
-        .collect(engine="streaming")
-    )
+    @property
+    def irqs(self) -> list[str]:
+        """The interrupt names of its columns (``-I SUM``: ``sum``)."""
+        if self.kind == "sum":
+            return ["sum"]
+        return [n.removesuffix("/s") for n in self.lay.names[self.first + 1 :]]
 
-
-def _table_kind(names: list[str]) -> str:
-    if names[0] == "NODE":
-        return "node"
-    if any(n in _PCT_COLS for n in names):
-        return "cpu"
-    if names[1:] == ["intr/s"]:
-        return "sum"
-    return "soft" if _SOFT & set(names) else "hard"
-
-
-def _pct_rows(rows: pl.DataFrame, lay: s.Layout, first: int, comma: bool) -> pl.DataFrame:
-    names = list(lay.names)
-    vidx = [i for i in range(first + 1, len(names)) if names[i] in _PCT_COLS]
-    line = pl.col("line")
-    ok, fields = s.aligned_fields(line, lay, [first, *vidx])
-    tok = pl.col("_tok")
-    n = len(names)
-    fast = {"key": fields[0].str.strip_chars(" ")}
-    slow = {"key": tok.list.get(first, null_on_oob=True)}
-    for i, field in zip(vidx, fields[1:], strict=True):
-        fast[_PCT_COLS[names[i]]] = field
-        slow[_PCT_COLS[names[i]]] = tok.list.get(i - n, null_on_oob=True)
-    raw = s.cut_rows(rows, ok, fast, slow, ["line_no", "time", "hdr_time"])
-    return raw.with_columns(s.number(pl.col(c), comma=comma) for c in fast if c != "key")
-
-
-def _irq_rows(rows: pl.DataFrame, lay: s.Layout, first: int, kind: str) -> pl.DataFrame:
-    names = [n.removesuffix("/s") for n in lay.names[first + 1 :]]
-    tok = s.tokens(pl.col("line").str.replace(_T, ""))
-    t = rows.select(
-        "line_no", "time", "hdr_time", tok.list.first().alias("key"), tok.list.slice(1).alias("v")
-    ).filter(pl.col("v").list.len() == len(names))
-    if kind == "sum":
-        names = ["sum"]
-    return (
-        t.with_columns(
-            pl.lit(pl.Series([names], dtype=pl.List(pl.String))).first().alias("irq"),
-            pl.lit(kind).alias("kind"),
-        )
-        .explode(["irq", "v"])
-        .with_columns(s.number(pl.col("v")).alias("per_s"))
-        .drop("v")
-    )
-
-
-def _finish(
-    frame: pl.DataFrame, key: str, day0: datetime | None, zone: str | None, epoch: bool
-) -> pl.DataFrame:
-    """Key to Int32 (-1 = all), ts from banner date + time, since_boot from header time."""
-    if epoch:
-        secs = pl.col("time").cast(pl.Int64, strict=False)
-        ts = pl.from_epoch(secs, "s").dt.replace_time_zone("UTC")
-    elif day0 is not None:
-        naive = pl.lit(day0) + pl.duration(seconds=pl.col("_sec") + 86400 * pl.col("_day"))
-        ts = s.local_to_utc(naive, zone)
-    else:
-        ts = pl.lit(None, base.TS)
-    return frame.with_columns(
-        pl.when(pl.col("key") == "all")
-        .then(-1)
-        .otherwise(pl.col("key").cast(pl.Int32, strict=False))
-        .alias(key),
-        ts.cast(base.TS).alias("ts"),
-        (pl.col("time") == pl.col("hdr_time")).alias("since_boot"),
-    )
-
-
-def headers(df: pl.DataFrame) -> pl.DataFrame:
-    """Header lines of a classified frame with ``hkey`` (the header without its time)."""
-    return df.filter(pl.col("kind") == "header").with_columns(
-        pl.col("line").str.replace(_T, "").alias("hkey")
-    )
-
-
-def layout_frames(
-    rows: pl.DataFrame, hdrs: pl.DataFrame, comma: bool, cov: base.Coverage, seen: list[str]
-) -> list[tuple[str, str, pl.DataFrame]]:
-    """Rows parsed against their header's layout: ``(table, key column, frame)`` per layout.
-
-    Frames keep ``line_no``, ``time`` and ``hdr_time``. ``seen`` lists the layouts met so
-    far (in order; extended here) so that the layout cap holds across calls.
-    """
-    out = []
-    layouts = hdrs.unique("hkey", maintain_order=True).select("hkey", "line")
-    for hkey, hline in layouts.iter_rows():
-        if hkey not in seen:
-            seen.append(hkey)
-        n = seen.index(hkey)
-        ids = hdrs.filter(pl.col("hkey") == hkey).get_column("line_no")
-        sub = rows.filter(pl.col("hdr").is_in(ids.implode()))
-        if n >= _MAX_LAYOUTS:
-            cov.add_skipped(f"more than {_MAX_LAYOUTS} distinct header layouts", sub.height)
-            continue
-        lay = s.header_layout(hline)
+    @staticmethod
+    def of(header: str) -> _Layout:
+        lay = s.header_layout(header)
         first = next(i for i, t in enumerate(lay.names) if t in ("CPU", "NODE"))
-        kind = _table_kind(list(lay.names[first:]))
-        if kind in ("cpu", "node"):
-            frame = _pct_rows(sub, lay, first, comma)
-            vals = [c for c in frame.columns if c.endswith("_pct")]
-            good = pl.all_horizontal([pl.col(c).is_not_null() for c in vals] or [pl.lit(False)])
-            good = good & ((pl.col("key") == "all") | pl.col("key").str.contains(r"^\d+$"))
-            frame = frame.filter(good)
-            cov.parsed += frame.height
-            table, key = ("mpstat_cpu", "cpu") if kind == "cpu" else ("mpstat_node", "node")
-        else:
-            frame = _irq_rows(sub, lay, first, kind).filter(pl.col("per_s").is_not_null())
-            cov.parsed += frame.get_column("line_no").n_unique()
-            table, key = "mpstat_irq", "cpu"
-        bad = sub.height - frame.get_column("line_no").n_unique()
-        cov.add_skipped("row does not match its header", bad)
-        if frame.height:
-            out.append((table, key, frame))
-    return out
+        names = lay.names[first:]
+        if names[0] == "NODE":
+            return _Layout("mpstat_node", "node", lay, first)
+        if any(n in _PCT_COLS for n in names):
+            return _Layout("mpstat_cpu", "cpu", lay, first)
+        kind = "sum" if names[1:] == ("intr/s",) else "soft" if _SOFT & set(names) else "hard"
+        return _Layout("mpstat_irq", kind, lay, first)
 
 
-def _parse_fast(
-    path: Path,
-    ctx: base.ParseContext,
-    cov: base.Coverage,
-    head: str,
-    comma: bool,
-    data: np.ndarray | None = None,
-) -> base.ParseResult | None:
-    """Big 24-hour text files: chunked fast path (:mod:`._mpstat_fast`); None when no
-    table of the file's head can be read that way."""
-    lines = pl.DataFrame({"line": head.split("\n")[:-1]}).with_row_index("line_no", offset=1)
-    hd = classify_lines(lines, "24h")
-    hdrs = headers(hd)
-    head_rows = hd.filter(pl.col("kind") == "row").join(
-        hdrs.select(pl.col("line_no").alias("hdr"), "hkey"), on="hdr", how="inner"
-    )
-    gs = _mpstat_fast.groups(
-        hdrs.select("hkey", "line"), _PCT_COLS, head_rows.select("hkey", "line")
-    )
-    if not gs:
-        return None
-    banner_line = hd.filter(pl.col("kind") == "banner").get_column("line").head(1).to_list()
-    banner = s.parse_banner(banner_line[0]) if banner_line else None
-    day0 = datetime.combine(banner.date, datetime.min.time()) if banner and banner.date else None
-    zone, _ = s.resolve_tz(ctx.tz)
-    kept: dict[str, list[pl.DataFrame]] = {}
+@dataclass
+class _File:
+    """What holds for the whole file, and what carries from one block to the next."""
 
-    def keep(name: str, frame: pl.DataFrame) -> None:
-        kept.setdefault(name, []).append(frame)
+    path: Path
+    mode: str  # 24h | 12h | epoch: how the time token is cut
+    comma: bool  # decimal comma seen in the head
+    zone: str | None
+    banner: s.Banner | None = None  # the first banner
+    layouts: dict[str, _Layout | None] = field(default_factory=dict)  # by header sans time
+    header: tuple[str | None, int] | None = None  # the last header: time token, layout index
+    prev_sec: int | None = None  # last row time of day seen (midnight roll-over)
+    day: int = 0  # midnights passed
+    kinds: dict[str, int] = field(default_factory=dict)  # line kind -> count
 
-    cx = _mpstat_fast.Ctx(
-        comma=comma,
-        day0=day0,
-        zone=zone,
-        tables=TABLES,
-        pct_cols=_PCT_COLS,
-        layout_frames=layout_frames,
-        classify_lines=classify_lines,
-        headers=headers,
-        finish=lambda frame, key: _finish(frame, key, day0, zone, False),
-        table_kind=_table_kind,
-        line_kinds=line_kinds,
-        templates=_mpstat_chunk.templates(hdrs),
-        banner=_mpstat_chunk.plain(banner_line[0]) if banner_line else b"",
-        emit=ctx.sink or keep,
-    )
-    _mpstat_fast.parse_chunks(path, cx, cov, gs, data)
-    if cov.parsed:
-        s.tz_for(ctx, cov)
-        if day0 is None:
-            cov.notes.append("no banner date: ts is NULL (rows with -U epoch times excepted)")
-    tables: dict[str, pl.DataFrame | pl.LazyFrame] = {
-        name: pl.concat(frames) for name, frames in kept.items()
-    }
-    return base.ParseResult(tables=tables, coverage=cov, meta=banner.meta() if banner else {})
+    @property
+    def day0(self) -> datetime | None:
+        if self.banner is None or self.banner.date is None:
+            return None
+        return datetime.combine(self.banner.date, datetime.min.time())
+
+    def time(self) -> pl.Expr:
+        """The time token at the start of a line."""
+        line = pl.col("line")
+        if self.mode == "epoch":
+            return line.str.extract(r"^(\d{9,11})\s")
+        return line.str.slice(0, 11 if self.mode == "12h" else 8)
+
+    def count(self, kind: str, n: int) -> None:
+        self.kinds[kind] = self.kinds.get(kind, 0) + n
 
 
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one mpstat output file into ``mpstat_cpu``, ``mpstat_node``, ``mpstat_irq``."""
-    cov = base.Coverage()
     head = _read.read_head(path)
-    size = path.stat().st_size
-    data = None  # a big file of a few chunks: read once, checked and parsed from memory
-    if _fast.MIN_FAST_BYTES <= size <= _fast.ONE_READ_BYTES and not head.lstrip().startswith("{"):
-        data = _fast.read_all(path)
-    repair = _read.needs_utf8_repair(path) if data is None else not _fast.utf8(data)
-    if repair:
-        cov.notes.append("file is not valid UTF-8: invalid bytes replaced")
     if head.lstrip().startswith("{"):
-        return _mpstat_json.parse(path, ctx, cov, TABLES)
-    twelve = s.twelve_hour_clock(head)
-    comma = s.uses_decimal_comma(head)
+        return _mpstat_json.parse(path, ctx, TABLES)
     epoch = re.search(r"(?m)^\d{9,11}\s+CPU\s", head) is not None
-    if not (twelve or epoch or repair) and size >= _fast.MIN_FAST_BYTES:
-        done = _parse_fast(path, ctx, cov, head, comma, data)
-        if done is not None:
-            return done
-    del data
-    df = _classify(path, "epoch" if epoch else "12h" if twelve else "24h")
-    cov.total = df.height
-    if not s.ends_with_newline(path) and df.height:
-        cut = (pl.col("line_no") == df.height) & (pl.col("kind") == "row")
-        df = df.with_columns(pl.when(cut).then(pl.lit("truncated")).otherwise("kind").alias("kind"))
-    counts = dict(df.group_by("kind").len().iter_rows())
-    if counts.get("header", 0) + counts.get("banner", 0) + counts.get("average", 0) == 0 and (
-        cov.total - counts.get("blank", 0)
+    mode = "epoch" if epoch else "12h" if s.twelve_hour_clock(head) else "24h"
+    zone, tz_note = s.resolve_tz(ctx.tz)
+    f = _File(path, mode, s.uses_decimal_comma(head), zone)
+    cov = base.Coverage()
+    out = _blocks.Rows(ctx, TABLES)
+    blocks = _blocks.Blocks(path)
+    for block in blocks:
+        out.put(_block(block, f, cov))
+        cov.total += block.n_lines
+    k = f.kinds
+    if k.get("header", 0) + k.get("banner", 0) + k.get("average", 0) == 0 and (
+        cov.total - k.get("blank", 0)
     ):
         raise ParseError(f"{ctx.file_name or path.name}: no mpstat banner or table header")
-    for k in ("banner", "blank", "header", "average"):
-        cov.add_structure(k, counts.get(k, 0))
-    cov.add_skipped("unrecognized line", counts.get("other", 0))
-    cov.add_skipped("truncated last line (no trailing newline)", counts.get("truncated", 0))
-    banner_line = df.filter(pl.col("kind") == "banner").get_column("line").head(1).to_list()
-    banner = s.parse_banner(banner_line[0]) if banner_line else None
-    rows = df.filter(pl.col("kind") == "row")
-    rows = rows.with_columns(s.clock_seconds(pl.col("time"), twelve).alias("_sec")).with_columns(
-        s.day_rollover(pl.col("_sec")).alias("_day")
-    )
-    orphans = rows.filter(pl.col("hdr") == 0).height
-    cov.add_skipped("row without a table header above it", orphans)
-    zone = s.tz_for(ctx, cov) if rows.height else None
-    day0 = datetime.combine(banner.date, datetime.min.time()) if banner and banner.date else None
-    if day0 is None and rows.height:
-        cov.notes.append("no banner date: ts is NULL (rows with -U epoch times excepted)")
+    for kind in ("banner", "blank", "header", "average"):
+        cov.add_structure(kind, k.get(kind, 0))
+    cov.add_skipped("unrecognized line", k.get("other", 0))
+    cov.add_skipped("truncated last line (no trailing newline)", k.get("truncated", 0))
+    if blocks.repaired:
+        cov.notes.append("file is not valid UTF-8: invalid bytes replaced")
+    if k.get("row"):
+        cov.notes += [tz_note] if tz_note else []
+        if zone is None:
+            cov.notes.append("host time zone unknown: local timestamps interpreted as UTC")
+        if f.day0 is None:
+            cov.notes.append("no banner date: ts is NULL (rows with -U epoch times excepted)")
+    meta = f.banner.meta() if f.banner else {}
+    return base.ParseResult(tables=dict(out.tables()), coverage=cov, meta=meta)
 
-    hdrs = headers(df)
-    out: dict[str, list[pl.DataFrame]] = {"mpstat_cpu": [], "mpstat_node": [], "mpstat_irq": []}
-    day = rows.select("line_no", "_sec", "_day")
-    for table, key, frame in layout_frames(rows, hdrs, comma, cov, []):
-        frame = frame.join(day, on="line_no", how="left", maintain_order="left")
-        out[table].append(_finish(frame, key, day0, zone, epoch))
-    tables: dict[str, pl.DataFrame | pl.LazyFrame] = {}
+
+def _block(block: _blocks.Block, f: _File, cov: base.Coverage) -> dict[str, pl.DataFrame]:
+    """One block's rows, by table (line kinds counted into ``f.kinds``)."""
+    line = pl.col("line")
+    df = block.lines.with_columns(line.str.contains(_ROW).alias("row"))
+    data = block.data if block.plain else None  # lines are their bytes: typed from them
+    if data is not None:
+        n = line.str.len_bytes()
+        df = df.with_columns(n.alias("_len"), ((n + 1).cum_sum() - n - 1).alias("_at"))
+    if block.last and not block.data.endswith(b"\n") and df.item(-1, "row"):
+        df = df.head(-1)  # a cut row: neither a row nor another line
+        f.count("truncated", 1)
+    # Not rows (a header never is one: the token after the time tells them apart).
+    rest = df.filter(~pl.col("row")).with_columns(line.str.contains(_HEADER).alias("hdr"))
+    other = rest.filter(~pl.col("hdr")).select(line, _other_kind().alias("kind"))
+    for kind, n in other.get_column("kind").value_counts().iter_rows():
+        f.count(kind, n)
+    if block.first_line == 1:
+        banner = other.filter(pl.col("kind") == "banner").get_column("line").head(1).to_list()
+        if not banner and not block.last:  # rare: the first banner comes later
+            banner = _banners(f.path)
+        f.banner = s.parse_banner(banner[0]) if banner else None
+    carried = 0 if f.header is None else 1
+    hdrs = rest.filter("hdr").select("line_no", "line")
+    heads = _headers(hdrs, f)
+    f.count("header", hdrs.height)
+    if heads.height:
+        f.header = heads.row(-1)
+    below = pl.lit(hdrs.get_column("line_no")).search_sorted(pl.col("line_no"), side="right")
+    hidx = below.cast(pl.Int32) + (carried - 1)  # index in heads of the header above
+    rows = df.filter("row").select(pl.exclude("row"), hidx.alias("hidx"))
+    f.count("row", rows.height)
+    if not rows.height:
+        return {}
+    rows = _times(rows, f, heads, data).with_row_index("_r")
+    orphans = rows.get_column("lid").null_count()
+    cov.add_skipped("row without a table header above it", orphans)
+    lids = rows.get_column("lid").drop_nulls().unique(maintain_order=True).to_list()
+    out: dict[str, list[pl.DataFrame]] = {}
+    irqs: list[tuple[_Values, int]] = []  # values of the interrupt layouts, their first code
+    names: list[tuple[str, str]] = []  # (kind, irq) of the block's interrupt columns
+    of = rows.get_column("lid").fill_null(-1).to_numpy()
+    for lid in lids:
+        sel = (
+            np.arange(rows.height) if len(lids) == 1 and not orphans else np.flatnonzero(of == lid)
+        )
+        lay = list(f.layouts.values())[lid]
+        if lay is None:
+            cov.add_skipped(f"more than {_MAX_LAYOUTS} distinct header layouts", sel.size)
+        elif lay.table == "mpstat_irq":
+            irqs += [(p, len(names)) for p in _irq(rows, sel, lay, f.comma, cov, data)]
+            names += [(lay.kind, n) for n in lay.irqs]
+        else:
+            out.setdefault(lay.table, []).append(_pct(rows, sel, lay, f.comma, cov, data))
+    tables = {}
     for name, frames in out.items():
-        if frames:
-            merged = pl.concat(frames, how="diagonal_relaxed").sort("line_no", maintain_order=True)
-            tables[name] = TABLES[name].conform(merged).collect()
-    return base.ParseResult(tables=tables, coverage=cov, meta=banner.meta() if banner else {})
+        frame = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+        if not frame.get_column("line_no").is_sorted():
+            frame = frame.sort("line_no", maintain_order=True)
+        tables[name] = frame
+    if irqs:
+        tables["mpstat_irq"] = _long(irqs, names)
+    return {name: tables[name] for name in TABLES if name in tables and tables[name].height}
+
+
+def _banners(path: Path) -> list[str]:
+    """The file's first banner line (a list of at most one)."""
+    for block in _blocks.Blocks(path):
+        hit = block.lines.filter(pl.col("line").str.contains(s.BANNER_PL))
+        if hit.height:
+            return [hit.item(0, "line")]
+    return []
+
+
+def _headers(hdrs: pl.DataFrame, f: _File) -> pl.DataFrame:
+    """``time`` (token) and ``lid`` (layout index) of the carried header, then of the
+    block's; a header without a time keeps the one before it."""
+    hdrs = hdrs.select(
+        f.time().alias("time"), pl.col("line").str.replace(_T, "").alias("key"), "line"
+    )
+    firsts = hdrs.unique("key", keep="first", maintain_order=True).select("key", "line")
+    for key, text in firsts.iter_rows():
+        if key not in f.layouts:
+            known = len(f.layouts) < _MAX_LAYOUTS
+            f.layouts[key] = _Layout.of(text) if known else None
+    lid = pl.col("key").replace_strict(list(f.layouts), list(range(len(f.layouts))))
+    heads = hdrs.select("time", lid.cast(pl.Int32).alias("lid"))
+    if f.header is not None:
+        carried = pl.DataFrame([f.header], schema=heads.schema, orient="row")
+        heads = pl.concat([carried, heads])
+    return heads.with_columns(pl.col("time").forward_fill())
+
+
+def _times(rows: pl.DataFrame, f: _File, heads: pl.DataFrame, data: bytes | None) -> pl.DataFrame:
+    """Rows with ``lid`` (their header's layout; NULL: none), ``ts`` and ``since_boot``;
+    the midnight roll-over carries over from the block before. Worked out once per run of
+    rows with the same time and header (a report), then given to its rows."""
+    h = rows.get_column("hidx").to_numpy()
+    if data is not None and f.mode == "24h":  # the time: a row's first 8 bytes, one word
+        at = rows.get_column("_at").to_numpy().astype(np.int64)
+        word = np.lib.stride_tricks.sliding_window_view(np.frombuffer(data, np.uint8), 8)
+        t = word[at].view("<u8")[:, 0]
+    else:
+        t = rows.select(f.time().rank("dense")).to_series().to_numpy()
+    new = np.ones(rows.height, dtype=bool)
+    new[1:] = (t[1:] != t[:-1]) | (h[1:] != h[:-1])
+    gov = pl.when(pl.col("hidx") >= 0).then(pl.col("hidx"))
+    sec = s.clock_seconds(pl.col("time"), f.mode == "12h")
+    filled = sec.forward_fill()
+    before = filled.shift(1)
+    if f.prev_sec is not None:
+        filled, before = filled.fill_null(f.prev_sec), filled.shift(1, fill_value=f.prev_sec)
+    day = (filled < before).fill_null(False).cast(pl.Int32).cum_sum() + f.day
+    runs = (
+        rows.select("line", "hidx")
+        .filter(pl.Series(new))
+        .select(
+            f.time().alias("time"),
+            pl.lit(heads.get_column("time")).gather(gov).alias("hdr_time"),
+            pl.lit(heads.get_column("lid")).gather(gov).alias("lid"),
+        )
+        .with_columns(sec.alias("_sec"))
+        .with_columns(day.alias("_day"))
+    )
+    last_sec, f.day = runs.select(pl.col("_sec").drop_nulls().last(), pl.col("_day").last()).row(0)
+    f.prev_sec = f.prev_sec if last_sec is None else last_sec
+    day0 = f.day0
+    if f.mode == "epoch":
+        ts = pl.from_epoch(pl.col("time").cast(pl.Int64, strict=False), "s")
+        ts = ts.dt.replace_time_zone("UTC")
+    elif day0 is not None:
+        secs = (pl.col("_sec") + 86400 * pl.col("_day")).cast(pl.Int64)
+        day0_us = int((day0 - datetime(1970, 1, 1)).total_seconds()) * 1_000_000
+        ts = s.local_to_utc((secs * 1_000_000 + day0_us).cast(pl.Datetime("us")), f.zone)
+    else:
+        ts = pl.lit(None, base.TS)
+    runs = runs.select(
+        "lid",
+        ts.cast(base.TS).alias("ts"),
+        (pl.col("time") == pl.col("hdr_time")).alias("since_boot"),
+    )
+    run = pl.Series(np.cumsum(new) - 1)
+    return rows.drop("hidx").with_columns(c.gather(run) for c in runs.iter_columns())
+
+
+def _key(key: str) -> pl.Expr:
+    """The CPU / NODE token as Int32: -1 for ``all``."""
+    return (
+        pl.when(pl.col("key") == "all")
+        .then(-1)
+        .otherwise(pl.col("key").cast(pl.Int32, strict=False))
+        .alias(key)
+    )
+
+
+_KEEP = ("line_no", "ts", "since_boot")
+
+
+def _aligned(rows: pl.DataFrame, lay: s.Layout, idx: list[int]) -> tuple[pl.DataFrame, pl.Series]:
+    """The fields ``idx`` of ``rows`` cut at their header's positions (``_0``, ``_1``...;
+    :func:`._sysstat.aligned_fields`) and whether each row fits them (its check, made on
+    the cut fields)."""
+    line = pl.col("line")
+    _, fields = s.aligned_fields(line, lay, idx)
+    cut = rows.select(
+        (line.str.strip_chars_end(" ").str.len_chars() == lay.width).alias("_w"),
+        *(x.alias(f"_{n}") for n, x in enumerate(fields)),
+    )
+    blank = [pl.col(f"_{n}").str.starts_with(" ") for n, i in enumerate(idx) if i > 0]
+    return cut, cut.select(pl.all_horizontal("_w", *blank).fill_null(False)).to_series()
+
+
+def _typed(
+    rows: pl.DataFrame,
+    sel: np.ndarray,
+    lay: s.Layout,
+    idx: list[int],
+    data: bytes | None,
+    comma: bool,
+) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
+    """Of the rows ``sel``, those whose fields ``idx`` are typed from the block's bytes
+    (when it is plain: :func:`._sysstat.right_aligned`; the first field is the CPU / NODE,
+    ``all`` = -1), their values ``(len(idx), rows)``, and the other rows (for
+    :func:`_aligned`)."""
+    if data is None:
+        return rows.select("_r", *_KEEP).clear(), np.empty((len(idx), 0)), rows[sel]
+    fit = sel[rows.get_column("_len").to_numpy()[sel] == lay.width]
+    at = rows.get_column("_at").to_numpy().astype(np.int64)[fit]
+    ok, vals = s.right_aligned(data, at, lay, idx, comma, {0: ("all", -1.0)})
+    ok &= vals[0] < 2**31  # (a longer CPU number is NULL: read by polars)
+    head = rows.select("_r", *_KEEP)
+    if ok.all() and fit.size == sel.size:  # (the usual block: no copies)
+        return head if sel.size == rows.height else head[sel], vals, rows.clear()
+    left = np.ones(rows.height, dtype=bool)
+    left[fit[ok]] = False
+    return head[fit[ok]], vals[:, ok], rows[sel[left[sel]]]
+
+
+def _pct(
+    rows: pl.DataFrame,
+    sel: np.ndarray,
+    lay: _Layout,
+    comma: bool,
+    cov: base.Coverage,
+    data: bytes | None,
+) -> pl.DataFrame:
+    """CPU / NODE rows (``sel`` of ``rows``): every percentage and the key must read, else
+    the row is skipped. Rows that do not fit their header are read by whitespace split."""
+    names, first, total = lay.lay.names, lay.first, sel.size
+    vidx = [i for i in range(first + 1, len(names)) if names[i] in _PCT_COLS]
+    cols = [_PCT_COLS[names[i]] for i in vidx]
+    done, vals, rows = _typed(rows, sel, lay.lay, [first, *vidx], data if cols else None, comma)
+    typed = done.select(_KEEP).with_columns(
+        pl.Series(lay.kind, vals[0]).cast(pl.Int32),
+        *(pl.Series(c, vals[n]) for n, c in enumerate(cols, 1)),
+    )
+    frame = _pct_fallback(rows, lay, vidx, cols, comma) if rows.height else typed.clear()
+    cov.parsed += typed.height + frame.height
+    cov.add_skipped("row does not match its header", total - typed.height - frame.height)
+    return pl.concat([typed, frame]) if frame.height else typed
+
+
+def _pct_fallback(
+    rows: pl.DataFrame, lay: _Layout, vidx: list[int], cols: list[str], comma: bool
+) -> pl.DataFrame:
+    """The rows the bytes did not type: cut by polars at the header's positions, or split
+    at whitespace when they do not fit it (values from the right)."""
+    names, first = lay.lay.names, lay.first
+    cut, fits = _aligned(rows, lay.lay, [first, *vidx])
+    raw = pl.concat([rows.select(_KEEP), cut], how="horizontal").select(
+        *_KEEP,
+        pl.col("_0").str.strip_chars(" ").alias("key"),
+        *(pl.col(f"_{n}").alias(c) for n, c in enumerate(cols, 1)),
+    )
+    if not fits.all():
+        tok = pl.col("_tok")
+        bad = (
+            rows.filter(~fits)
+            .with_columns(s.tokens(pl.col("line")).alias("_tok"))
+            .select(
+                *_KEEP,
+                tok.list.get(first, null_on_oob=True).alias("key"),
+                *(
+                    tok.list.get(i - len(names), null_on_oob=True).alias(c)
+                    for i, c in zip(vidx, cols, strict=True)
+                ),
+            )
+        )
+        raw = pl.concat([raw.filter(fits), bad])
+    read = pl.all_horizontal([pl.col(c).is_not_null() for c in cols] or [pl.lit(False)])
+    read = read & ((pl.col("key") == "all") | pl.col("key").str.contains(r"^\d+$"))
+    frame = raw.with_columns(s.number(pl.col(c), comma=comma) for c in cols)
+    return frame.filter(read).select(*_KEEP, _key(lay.kind), *cols)
+
+
+def _irq(
+    rows: pl.DataFrame,
+    sel: np.ndarray,
+    lay: _Layout,
+    comma: bool,
+    cov: base.Coverage,
+    data: bytes | None,
+) -> list[_Values]:
+    """Interrupt rows under one layout (``sel`` of ``rows``): their values that read, in
+    column order.
+
+    The whitespace split's rule: a row needs one token per column; a row without any value
+    that reads is skipped. A row under a ``HH:MM:SS CPU ...`` header that fits its columns
+    with a number in each is cut at the header's positions instead (the same tokens)."""
+    k, total = len(lay.irqs), sel.size
+    parts = []
+    if lay.first == 1 and lay.lay.ends[0] == 8:
+        done, v, rows = _typed(rows, sel, lay.lay, list(range(1, k + 2)), data, comma)
+        parts.append(_Values.of(done.with_columns(pl.Series("cpu", v[0]).cast(pl.Int32)), v[1:]))
+    else:
+        rows = rows[sel]
+    if rows.height:
+        parts += _irq_fallback(rows, lay, comma)
+    parsed = sum(int((p.n > 0).sum()) for p in parts)
+    cov.parsed += parsed
+    cov.add_skipped("row does not match its header", total - parsed)
+    return [p for p in parts if p.rows.height]
+
+
+def _irq_fallback(rows: pl.DataFrame, lay: _Layout, comma: bool) -> list[_Values]:
+    """The rows the bytes did not type: cut by polars at the header's positions when they
+    fit it with a number in each column (``HH:MM:SS CPU ...`` headers), else split at
+    whitespace."""
+    k = len(lay.irqs)
+    vals = [f"v{j}" for j in range(k)]
+    parts = []
+    if lay.first == 1 and lay.lay.ends[0] == 8:
+        cut, fits = _aligned(rows, lay.lay, list(range(1, k + 2)))
+        wide = cut.select(
+            pl.col("_0").str.strip_chars(" ").alias("key"),
+            *(s.number(pl.col(f"_{j + 1}"), comma=comma).alias(v) for j, v in enumerate(vals)),
+        )
+        read = pl.all_horizontal(pl.col(vals).is_not_null())
+        fits &= wide.select(read & pl.col("key").str.contains(r"^(all|\d+)$")).to_series()
+        wide = wide.filter(fits)
+        got = rows.filter(fits).with_columns(wide.select(_key("cpu")))
+        parts.append(_Values.of(got, wide.select(vals).to_numpy().T))
+        rows = rows.filter(~fits)
+    tok = pl.col("_tok")
+    whole = tok.list.len() == k + 1  # the CPU and a token per column
+    wide = rows.with_columns(s.tokens(pl.col("line").str.replace(_T, "")).alias("_tok")).select(
+        tok.list.first().alias("key"),
+        *(
+            pl.when(whole).then(s.number(tok.list.get(j + 1, null_on_oob=True))).alias(v)
+            for j, v in enumerate(vals)
+        ),
+    )
+    read = wide.select(pl.col(vals).is_not_null()).to_numpy().T
+    got = rows.with_columns(wide.select(_key("cpu")))
+    return [*parts, _Values.of(got, wide.select(vals).to_numpy().T, read)]
+
+
+@dataclass
+class _Values:
+    """Interrupt rows and their values that read: ``n`` per row, ``per_s`` and ``col``
+    (the column's index) row after row."""
+
+    rows: pl.DataFrame  # _r, line_no, ts, since_boot, cpu
+    n: np.ndarray
+    per_s: np.ndarray
+    col: np.ndarray
+
+    @staticmethod
+    def of(rows: pl.DataFrame, vals: np.ndarray, read: np.ndarray | None = None) -> _Values:
+        """From the values of each column ``(columns, rows)``: all of them, or ``read``."""
+        k, n = vals.shape
+        rows = rows.select("_r", *_KEEP, "cpu")
+        if read is None:
+            return _Values(
+                rows, np.full(n, k), vals.T.ravel(), np.tile(np.arange(k, dtype=np.int32), n)
+            )
+        row, col = np.nonzero(read.T)
+        return _Values(rows, read.sum(axis=0), vals.T[row, col], col.astype(np.int32))
+
+
+def _long(parts: list[tuple[_Values, int]], names: list[tuple[str, str]]) -> pl.DataFrame:
+    """The block's ``mpstat_irq`` rows in file order from each layout's values (with the
+    code of its first column in ``names``: kind, irq), a row's values in column order."""
+    rows = pl.concat([p.rows for p, _ in parts]) if len(parts) > 1 else parts[0][0].rows
+    n = np.concatenate([p.n for p, _ in parts])
+    per_s = np.concatenate([p.per_s for p, _ in parts])
+    code = np.concatenate([p.col + c for p, c in parts])
+    r = rows.get_column("_r").to_numpy()
+    order = None
+    if len(parts) > 1 and (np.diff(r.astype(np.int64)) < 0).any():  # layouts interleave
+        order = np.argsort(r, kind="stable")
+        start = (np.cumsum(n) - n)[order]  # where each row's values are
+        n = n[order]
+        at = np.repeat(start - (np.cumsum(n) - n), n) + np.arange(per_s.size)
+        per_s, code = per_s[at], code[at]
+    rows = rows.select(*_KEEP, "cpu")
+    if order is not None or n.size != per_s.size:  # a row per value, in file order
+        rows = rows[np.repeat(np.arange(n.size) if order is None else order, n)]
+    text = pl.DataFrame(dict(zip(("kind", "irq"), zip(*names, strict=True), strict=True)))
+    return rows.hstack(text[code]).with_columns(pl.Series("per_s", per_s))

@@ -9,8 +9,10 @@ has ``gpu`` NULL). Old and new element names are both read: ``power_readings`` /
 
 XML is parsed with ``xml.etree`` (a snapshot is small) after refusing any ``<!ENTITY``
 declaration or internal DTD subset (entity bombs); the external DOCTYPE line is not fed
-to the parser. A truncated document keeps the GPUs that were complete. Text is tokenized
-with polars (see ``_nvidia_q_text``). ``N/A`` and ``Requested functionality has been
+to the parser, fed line by line so that a syntax error or a truncated ``<gpu>`` is
+attributed to lines (the GPUs complete before it are kept). Text is ``Key : value`` with
+nesting by 4-space indentation; each line gets its full path (the enclosing section names
+plus its key) by forward fills, one column per nesting level, in polars. ``N/A`` and ``Requested functionality has been
 deprecated`` read as NULL; numbers are taken from values with units (``42 C``,
 ``18.00 W``, ``6064 MiB``, ``16x``).
 
@@ -33,6 +35,7 @@ Sample input (``nvidia-smi -q``)::
 from __future__ import annotations
 
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import polars as pl
@@ -40,8 +43,6 @@ import polars as pl
 from analyzer.errors import ParseError
 from analyzer.parsers import _read, base
 from analyzer.parsers._nvbpf_time import local_to_utc, resolve_tz
-from analyzer.parsers._nvidia_q_text import tokenize
-from analyzer.parsers._nvidia_q_xml import parse_xml
 from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult
 
 S, F, I64 = pl.String, pl.Float64, pl.Int64
@@ -339,17 +340,146 @@ def _typed(raw: pl.DataFrame, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
     return out
 
 
+def _flatten(elem: ET.Element, prefix: str, out: dict[str, str]) -> None:
+    for child in elem:
+        path = f"{prefix}{child.tag}"
+        if len(child):
+            _flatten(child, path + "/", out)
+        else:
+            out.setdefault(path, (child.text or "").strip())
+
+
+def _xml(path: Path, cov: Coverage) -> tuple[list[dict[str, str]], dict[str, str]]:
+    """-> (one ``{tag/path: text}`` dict per complete ``<gpu>``, the root's leaf elements)."""
+    lines = _read.read_lines(path).collect().get_column("line").to_list()
+    cov.total = len(lines)
+    if any("<!ENTITY" in ln or re.search(r"<!DOCTYPE[^>]*\[", ln) for ln in lines):
+        cov.add_skipped("XML with entity declarations / internal DTD refused", len(lines))
+        cov.notes.append("XML entity declarations are refused (entity-expansion guard)")
+        return [], {}
+    parser = ET.XMLPullParser(events=("start", "end"))
+    depth, gpus, top, gpu_start, end = 0, [], {}, None, len(lines)
+    fed = [False] * len(lines)  # lines given to the parser (the rest is structure)
+    for i, ln in enumerate(lines):  # one line at a time: errors and cuts get a line
+        if not ln.strip() or ln.strip().startswith(("<?xml", "<!DOCTYPE")):
+            continue
+        fed[i] = True
+        try:
+            parser.feed(ln + "\n")
+            for event, elem in parser.read_events():
+                depth += 1 if event == "start" else -1
+                if event == "start" and depth == 2 and elem.tag == "gpu":
+                    gpu_start = i
+                elif event == "end" and depth == 1 and elem.tag == "gpu":
+                    d: dict[str, str] = {}
+                    _flatten(elem, "", d)
+                    if elem.get("id"):
+                        d["@bus_id"] = elem.get("id", "")
+                    d["@index"] = str(len(gpus))
+                    gpus.append(d)
+                    gpu_start = None
+                elif event == "end" and depth == 1 and not len(elem):
+                    top[elem.tag] = (elem.text or "").strip()
+        except ET.ParseError:
+            end = i
+            cov.add_skipped("XML syntax error (truncated or corrupt) and after", len(lines) - i)
+            cov.notes.append(f"XML parsing stopped at line {i + 1}")
+            break
+    cut = sum(fed[gpu_start:end]) if gpu_start is not None else 0
+    cov.add_skipped("incomplete <gpu> element (truncated)", cut)
+    cov.parsed += sum(fed[:end]) - cut
+    cov.add_structure("xml declaration / doctype / blank", end - sum(fed[:end]))
+    return gpus, top
+
+
+_GPU_RE = r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$"
+_MAX_LEVEL = 8
+
+
+def _text(path: Path, cov: Coverage) -> tuple[list[dict[str, str]], dict[str, str]]:
+    """-> (one ``{path: value}`` dict per GPU section, the top-level ``{key: value}``).
+
+    GPU dicts carry ``@bus_id`` (the ``GPU <bus id>`` line) and ``@index`` (its position);
+    both are absent for a fragment whose GPU line was not captured."""
+    df = _read.read_lines(path).collect()
+    cov.total += df.height
+    line = pl.col("line")
+    kv = line.str.extract_groups(r"^(\s*)(\S(?:.*?\S)?)\s+: ?(.*)$")
+    df = df.with_columns(
+        level=(
+            (line.str.len_chars() - line.str.strip_chars_start(" \t").str.len_chars()) // 4
+        ).cast(pl.Int32),
+        key=pl.coalesce(kv.struct.field("2"), line.str.strip_chars()),
+        value=kv.struct.field("3").str.strip_chars(),
+        kind=pl.when(line.str.strip_chars() == "")
+        .then(pl.lit("blank"))
+        .when(line.str.contains(r"^=+\s*NVSMI LOG\s*=+\s*$"))
+        .then(pl.lit("banner"))
+        .when(line.str.contains(_GPU_RE))
+        .then(pl.lit("gpu"))
+        .when(line.str.contains(r"^\S*[$#>] (sudo )?nvidia-smi\b"))
+        .then(pl.lit("prompt"))
+        .when(kv.struct.field("2").is_not_null())
+        .then(pl.lit("kv"))
+        .otherwise(pl.lit("section")),
+    )
+    kind, level = pl.col("kind"), pl.col("level")
+    df = df.with_columns(  # s<k>: the section open at nesting level k
+        pl.when((kind == "section") & (level == k))
+        .then(pl.col("key"))
+        .when((kind != "blank") & (level <= k))
+        .then(pl.lit(""))
+        .forward_fill()
+        .alias(f"s{k}")
+        for k in range(_MAX_LEVEL)
+    ).with_columns(
+        gpu_seq=(kind == "gpu").cast(pl.Int32).cum_sum(),
+        bus_id=pl.when(kind == "gpu").then(line.str.strip_chars().str.slice(4)).forward_fill(),
+    )
+    parents = [  # path = enclosing sections (levels 1 .. level-1) + own key, '/'-joined
+        pl.when((level > k) & (pl.col(f"s{k}") != "")).then(pl.col(f"s{k}"))
+        for k in range(1, _MAX_LEVEL)
+    ]
+    df = df.with_columns(
+        path=pl.concat_list([*parents, pl.col("key")]).list.drop_nulls().list.join("/")
+    )
+    counts = dict(df.group_by("kind").len().iter_rows())
+    junk = df.filter((kind == "section") & (level == 0)).height
+    cov.add_structure("blank", counts.get("blank", 0))
+    cov.add_structure("banner", counts.get("banner", 0))
+    cov.add_skipped("shell prompt, not nvidia-smi output", counts.get("prompt", 0))
+    cov.add_skipped("unrecognized line", junk)
+    cov.parsed += sum(counts.get(k, 0) for k in ("gpu", "kv", "section")) - junk
+    kvs = df.filter(kind == "kv")
+    top = dict(
+        kvs.filter((level == 0) & (pl.col("key") != "Attached GPUs"))
+        .select("key", "value")
+        .iter_rows()
+    )
+    gpus = []
+    for (seq,), grp in kvs.filter(level > 0).group_by(["gpu_seq"], maintain_order=True):
+        d = dict(
+            grp.unique("path", keep="first", maintain_order=True)
+            .select("path", "value")
+            .iter_rows()
+        )
+        if seq and grp["bus_id"].is_not_null().any():
+            d |= {"@bus_id": grp["bus_id"].drop_nulls()[-1], "@index": str(seq - 1)}
+        gpus.append(d)
+    return gpus, top
+
+
 def parse(path: Path, ctx: ParseContext) -> ParseResult:
     """Parse one ``nvidia-smi -q`` snapshot, text or XML (see the module docstring)."""
     cov = Coverage()
     head = _read.read_head(path, 4096).lstrip()
     is_xml = head.startswith(("<?xml", "<nvidia_smi_log", "<!DOCTYPE nvidia_smi_log"))
     if is_xml:
-        gpus, top = parse_xml(path, cov)
+        gpus, top = _xml(path, cov)
     else:
         if head.startswith("<"):
             raise ParseError(f"{path.name}: XML that is not an nvidia_smi_log document")
-        gpus, top = tokenize(path, cov)
+        gpus, top = _text(path, cov)
         if any("@index" not in d for d in gpus):
             cov.notes.append("text fragment without its 'GPU <bus id>' line: gpu index is NULL")
     if _read.needs_utf8_repair(path):

@@ -40,7 +40,7 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.parsers import base
-from analyzer.parsers._snap_common import account, lines, verdicts
+from analyzer.parsers._snap_common import REASONS, account, lines, unescape, verdicts
 
 S = pl.String
 TABLES: dict[str, base.Table] = {
@@ -89,16 +89,10 @@ def sniff(head: str, name: str) -> float:
     return 0.9 if share >= 0.8 else 0.0
 
 
-def _unescape(e: pl.Expr) -> pl.Expr:
-    for code, ch in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
-        e = e.str.replace_all(code, ch, literal=True)
-    return e
-
-
 def _path(parts: pl.Expr, which: str) -> pl.Expr:
     """The path of the part whose hierarchy/controllers match ``which`` (a regex)."""
     hit = parts.list.eval(pl.element().filter(pl.element().str.contains(which)).first())
-    return _unescape(hit.list.first().str.replace(r"^\d+:[^:]*:", ""))
+    return unescape(hit.list.first().str.replace(r"^\d+:[^:]*:", ""))
 
 
 def _not_root(c: str) -> pl.Expr:
@@ -131,16 +125,8 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     g = pl.col("line").str.extract_groups(ROW)
     what = verdicts(df, g.struct.field("1").is_not_null(), path)
     df = df.with_columns(what.alias("what"), g.alias("g"))
-    account(
-        cov,
-        df["what"],
-        {
-            "parsed": ("parsed", ""),
-            "blank": ("structure", "blank"),
-            "truncated": ("skipped", "truncated last line (no trailing newline)"),
-            "other": ("skipped", "not '<epoch> <pid> <hierarchy>:<controllers>:<path>|…'"),
-        },
-    )
+    other = ("skipped", "not '<epoch> <pid> <hierarchy>:<controllers>:<path>|…'")
+    account(cov, df["what"], REASONS | {"other": other})
     parts = (
         pl.col("g")
         .struct.field("3")

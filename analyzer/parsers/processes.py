@@ -37,13 +37,21 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import _read, base
-from analyzer.parsers._snap_common import account, ends_with_newline, lines, snapshot_time
+from analyzer.parsers._snap_common import (
+    REASONS,
+    SNAP_COLUMNS,
+    account,
+    blank_only,
+    ends_with_newline,
+    lines,
+    snapshot_time,
+    with_snapshot,
+)
 
 TABLES: dict[str, base.Table] = {
     "processes": base.table(
         "one row per process listed in a ps snapshot",
-        ("ts", base.TS, "", "snapshot time (UTC); NULL when unknown"),
-        ("snapshot", pl.String, "", "'start' or 'end' (capture phase); NULL for hand-made files"),
+        *SNAP_COLUMNS,
         (
             "ranking",
             pl.String,
@@ -187,25 +195,19 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     df = df.with_columns(pl.when(hdr).then(pl.col("line_no")).alias("hdr")).with_columns(
         pl.col("hdr").forward_fill()
     )
-    if (
-        df.height
-        and df["line"].str.strip_chars().ne("").any()
-        and not df["hdr"].is_not_null().any()
-    ):
+    if not blank_only(df) and df["hdr"].is_null().all():
         raise ParseError(f"{name}: no ps header line (PID ... COMMAND)")
     phase, ts = snapshot_time(path, ctx, cov.notes)
     m = re.search(r"(?:^|_)ps_(cpu|rss)(?:[.-]|$)", name)
     ranking = m.group(1) if m else None
-    truncated = not ends_with_newline(path)
-    blank = df["line"].str.strip_chars() == ""
     what = (
-        pl.when(blank)
+        pl.when(pl.col("line").str.strip_chars() == "")
         .then(pl.lit("blank"))
         .when(pl.col("hdr") == pl.col("line_no"))
         .then(pl.lit("header"))
         .when(pl.col("hdr").is_null())
         .then(pl.lit("before"))
-        .when(pl.lit(truncated) & (pl.col("line_no") == df.height))
+        .when(pl.lit(not ends_with_newline(path)) & (pl.col("line_no") == df.height))
         .then(pl.lit("truncated"))
         .otherwise(pl.lit("data"))
     )
@@ -219,17 +221,7 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
         bad += int((~ok).sum())
         frames.append(rows.with_columns(pl.int_range(1, rows.height + 1).alias("rank")))
     verdicts = df["what"].replace({"data": "parsed"})
-    account(
-        cov,
-        verdicts,
-        {
-            "parsed": ("parsed", ""),
-            "blank": ("structure", "blank"),
-            "header": ("structure", "header"),
-            "before": ("skipped", "text before the ps header"),
-            "truncated": ("skipped", "truncated last line (no trailing newline)"),
-        },
-    )
+    account(cov, verdicts, REASONS | {"before": ("skipped", "text before the ps header")})
     if bad:
         cov.parsed -= bad
         cov.add_skipped("line does not fit the header's columns", bad)
@@ -240,9 +232,9 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
         return pl.col(c) if c in sch else pl.lit(None, pl.String).alias(c)
 
     table = (
-        rows.select(
-            pl.lit(ts, dtype=base.TS).alias("ts"),
-            pl.lit(phase, dtype=pl.String).alias("snapshot"),
+        with_snapshot(rows, phase, ts).select(
+            "ts",
+            "snapshot",
             pl.lit(ranking, dtype=pl.String).alias("ranking"),
             col("rank").cast(pl.Int32).alias("rank"),
             *[col(c).cast(pl.Int64, strict=False).alias(c) for c in ("pid", "ppid")],

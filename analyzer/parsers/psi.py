@@ -26,8 +26,9 @@ source/resource/kind; NULL for the first sample, a counter reset (Δtotal < 0) o
 Table ``psi``: ts, source, resource, kind, avg10_pct, avg60_pct, avg300_pct, total_us,
 stall_pct (types and units in ``TABLES``).
 
-Sampler lines of the capture's exact shape are typed from their bytes (`_psi_fast`,
-`_psi_stall`); every other line goes through the regexes below. Both give the same rows.
+Every line is checked against the regexes below; a PSI line whose seven fields are
+separated by single blanks (the sampler's) is cut at its blanks, any other line is read
+through the regexes' groups; then one typing step.
 
 Sample input (sampler format)::
 
@@ -39,18 +40,16 @@ Sample input (sampler format)::
 
 from __future__ import annotations
 
-import functools
 import re
 import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-import numpy as np
 import polars as pl
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _blocks, _psi_fast, _psi_stall, base
+from analyzer.parsers import _blocks, _sysstat, base
 
 TABLES: dict[str, base.Table] = {
     "psi": base.table(
@@ -79,6 +78,11 @@ _PSI = (
     _PREFIX
     + rf"(?P<kind>some|full)[ \t]+avg10=(?P<a10>{_NUM})[ \t]+avg60=(?P<a60>{_NUM})"
     + rf"[ \t]+avg300=(?P<a300>{_NUM})[ \t]+total=(?P<total>[0-9]{{1,19}})[ \t]*$"
+)
+#: A PSI line as the sampler writes it: `_PSI` with a prefix and single blanks only.
+_SPLIT = (
+    rf"^[0-9]{{1,12}}(?:\.[0-9]{{1,9}})? /[^ \t]* (?:some|full) avg10={_NUM} avg60={_NUM}"
+    + rf" avg300={_NUM} total=[0-9]{{1,19}}$"
 )
 _LEGACY = (
     _PREFIX
@@ -141,32 +145,39 @@ def _last_line(path: Path, limit: int = 4096) -> str:
     return tail.rsplit(b"\n", 1)[-1].decode("utf-8", "replace").replace("\x00", "")
 
 
-def _ends_with_newline(path: Path) -> bool:
-    with open(path, "rb") as f:
-        f.seek(0, 2)
-        if f.tell() == 0:
-            return True
-        f.seek(-1, 2)
-        return f.read(1) == b"\n"
-
-
 def _tokenize(lines: pl.DataFrame, cut_last: bool) -> pl.DataFrame:
-    """``line_no``, the PSI fields, ``total``, ``aggr`` and ``what`` (the line's kind) of
-    one block; ``cut_last``: its last line is a sampler line cut short (no newline)."""
-    if lines.height == 0:
-        return _no_lines()
-    return _tokenize_lines(lines, cut_last)
+    """``line_no``, the PSI fields as text (`_FIELDS`, ``total``, ``aggr``) and ``what``
+    (the line's kind) of one block, in line order; ``cut_last``: its last line is a
+    sampler line cut short (no newline)."""
+    split = lines.get_column("line").str.contains(_SPLIT)
+    f = pl.col("f").struct.field
+    df = lines.filter(split).select("line_no", pl.col("line").str.split_exact(" ", 6).alias("f"))
+    df = df.select(
+        "line_no",
+        f("field_0").alias("epoch"),
+        f("field_1").alias("path"),
+        f("field_2").alias("kind"),
+        f("field_3").str.slice(len("avg10=")).alias("a10"),
+        f("field_4").str.slice(len("avg60=")).alias("a60"),
+        f("field_5").str.slice(len("avg300=")).alias("a300"),
+        f("field_6").str.slice(len("total=")).alias("total"),
+        pl.lit(None, pl.String).alias("aggr"),
+        pl.lit("psi").alias("what"),
+    )
+    if df.height < lines.height:
+        df = pl.concat([df, _regex(lines.filter(~split))]).sort("line_no")
+    if cut_last and df.height:  # a sampler line without its newline was cut while being written
+        last = pl.col("line_no") == pl.col("line_no").max()
+        df = df.with_columns(
+            pl.when(last).then(pl.lit("truncated")).otherwise("what").alias("what")
+        )
+    return df
 
 
-@functools.cache
-def _no_lines() -> pl.DataFrame:
-    """`_tokenize` of no lines (the frame of its schema), computed once."""
-    return _tokenize_lines(pl.DataFrame(schema={"line_no": pl.UInt32, "line": pl.String}), False)
-
-
-def _tokenize_lines(lines: pl.DataFrame, cut_last: bool) -> pl.DataFrame:
+def _regex(lines: pl.DataFrame) -> pl.DataFrame:
+    """`_tokenize` of the lines that are not `_SPLIT`: fields from the regexes' groups."""
     line = pl.col("line")
-    # stage 1: the common PSI line; the other layouts are tried only on what is left
+    # the common PSI line first; the other layouts are tried only on what is left
     lf = lines.lazy().with_columns(line.str.extract_groups(_PSI).alias("g"))
     g = pl.col("g")
     lf = lf.with_columns(pl.when(g.struct.field("kind").is_null()).then(line).alias("rest"))
@@ -191,45 +202,38 @@ def _tokenize_lines(lines: pl.DataFrame, cut_last: bool) -> pl.DataFrame:
         .then(pl.lit("sampler_other"))
         .otherwise(pl.lit("other"))
     )
-    lf = lf.select(
+    return lf.select(
         "line_no",
         *[pl.coalesce(g.struct.field(f), legacy.struct.field(f)).alias(f) for f in _FIELDS],
         g.struct.field("total").alias("total"),
         "aggr",
         what.alias("what"),
-    )
-    if cut_last:  # a sampler line without its newline was cut while being written
-        cut = pl.col("line_no") == pl.col("line_no").max()
-        lf = lf.with_columns(pl.when(cut).then(pl.lit("truncated")).otherwise("what").alias("what"))
-    return lf.collect()
+    ).collect()
 
 
-def _epoch_us(expr: pl.Expr) -> pl.Expr:
-    """'1764424800.123456789' -> microseconds since the epoch (Int64, exact, no float)."""
-    dot = expr.str.find(".", literal=True)
-    whole = pl.when(dot.is_null()).then(expr).otherwise(expr.str.head(dot))
-    frac = pl.when(dot.is_null()).then(pl.lit("0")).otherwise(expr.str.slice(dot + 1, 6))
-    frac_us = frac.str.pad_end(6, "0").cast(pl.Int64, strict=False)
-    return whole.cast(pl.Int64, strict=False) * 1_000_000 + frac_us
-
-
-def _path_origin(rows: pl.DataFrame) -> pl.DataFrame:
-    """Distinct sampler paths -> source, resource (computed once per path, then joined)."""
+def _origin(rows: pl.DataFrame, known: pl.DataFrame | None) -> pl.DataFrame:
+    """``known`` (``path``, ``p_id``, ``p_source``, ``p_resource``; None at first) and the
+    sampler paths of ``rows`` it lacks (source and resource computed once per path)."""
+    new = rows.select(pl.col("path").drop_nulls().unique(maintain_order=True))
+    if known is not None:
+        new = new.join(known, on="path", how="anti")
     p = pl.col("path").str.replace_all(r"\040", " ", literal=True)
-    return rows.select(pl.col("path").drop_nulls().unique()).with_columns(
+    new = new.with_row_index("p_id", 0 if known is None else known.height).with_columns(
         pl.when(pl.col("path").str.starts_with("/proc/pressure/"))
         .then(pl.lit("system"))
         .otherwise(p.str.extract(r"^(.*)/[^/]*$").replace("", "/"))
         .alias("p_source"),
         p.str.extract(r"([^/]*)$").str.strip_suffix(".pressure").alias("p_resource"),
     )
+    return new if known is None else pl.concat([known, new])
 
 
 @dataclass
 class _Carry:
     """What one block hands to the next."""
 
-    last: pl.DataFrame | None = None  # last sample per path/kind: total_us, ts
+    origin: pl.DataFrame | None = None  # the sampler paths seen so far: `_origin`
+    last: pl.DataFrame | None = None  # last sample per path id and kind: _key, total_us, ts
     raw: tuple[str | None, str | None, str | None] | None = None  # _raw_origin, once needed
     legacy: bool = False
     aggr: list[int] = field(default_factory=list)
@@ -239,23 +243,17 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one PSI file (raw, sampler or legacy layout) into table ``psi``, block by
     block: each block's rows go to ``ctx.sink`` when there is one."""
     cov = base.Coverage()
-    cut_end = not _ends_with_newline(path) and re.match(_SAMPLER, _last_line(path)) is not None
+    cut_end = not _sysstat.ends_with_newline(path) and re.match(_SAMPLER, _last_line(path))
     counts: Counter[str] = Counter()
     carry = _Carry()
     out = _blocks.Rows(ctx, TABLES)
     blocks = _blocks.Blocks(path)
     for block in blocks:
-        fast, lines = None, block.lines if not block.plain else None
-        if block.plain:
-            fast = _psi_fast.rows(block.chunk, b"\t" in block.data)
-            rest = np.ones(block.n_lines, dtype=bool)
-            rest[fast.idx] = False
-            lines = block.subset(np.flatnonzero(rest))
-            counts["psi"] += fast.height
-        df = _tokenize(lines, cut_end and block.last)
+        df = _tokenize(block.lines, bool(cut_end) and block.last)
         cov.total += block.n_lines
-        counts.update(dict(df.get_column("what").value_counts().iter_rows()))
-        typed = _rows(df, fast, ctx, path, carry)
+        block_counts = Counter(dict(df.get_column("what").value_counts().iter_rows()))
+        counts.update(block_counts)
+        typed = _rows(df, block_counts, ctx, path, carry)
         cov.parsed += typed.height
         out.put({"psi": typed} if typed.height else {})
     cov.add_structure("blank", counts["blank"])
@@ -280,55 +278,47 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
 
 
 def _rows(
-    df: pl.DataFrame,
-    fast: _psi_fast.Fast | None,
-    ctx: base.ParseContext,
-    path: Path,
-    carry: _Carry,
+    df: pl.DataFrame, counts: dict[str, int], ctx: base.ParseContext, path: Path, carry: _Carry
 ) -> pl.DataFrame:
-    """The typed ``psi`` rows of one block: the tokenized lines ``df`` and the rows typed
-    from their bytes (`_psi_fast`), in line order (``stall_pct`` continues from the last
-    sample of each path/kind in earlier blocks); updates ``carry``."""
+    """The typed ``psi`` rows of one block's tokenized lines ``df`` (``counts``: lines per
+    ``what``), in line order
+    (``stall_pct`` continues from the last sample of each path/kind in earlier blocks);
+    updates ``carry``."""
     if len(carry.aggr) < 16:
         aggr = df.filter(pl.col("what") == "aggr")["aggr"].cast(pl.Int64, strict=False)
         carry.aggr += aggr.drop_nulls().head(16 - len(carry.aggr)).to_list()
-    rows = df.filter(pl.col("what").is_in(["psi", "legacy"]))
-    carry.legacy = carry.legacy or bool((df.get_column("what") == "legacy").any())
-    if fast is not None and fast.height and rows.height == 0:
-        origin = pl.DataFrame({"path": fast.paths}, schema={"path": pl.String})
-        origin = origin.join(_path_origin(origin), on="path", how="left", maintain_order="left")
-        src, res = origin.get_column("p_source"), origin.get_column("p_resource")
-        typed, carry.last = _psi_stall.fast_block(fast, src, res, carry.last)
-        return typed
+    carry.legacy = carry.legacy or counts["legacy"] > 0
+    rows = df if counts["psi"] == df.height else df.filter(pl.col("what").is_in(["psi", "legacy"]))
     if rows["path"].null_count() and carry.raw is None:
         carry.raw = _raw_origin(ctx, path)
     raw_source, raw_resource = carry.raw[:2] if carry.raw else (None, None)
-    rows = rows.select(
-        "line_no",
-        "path",
-        "kind",
-        _epoch_us(pl.col("epoch")).alias("epoch_us"),
-        pl.col("a10").cast(pl.Float64, strict=False).alias("avg10_pct"),
-        pl.col("a60").cast(pl.Float64, strict=False).alias("avg60_pct"),
-        pl.col("a300").cast(pl.Float64, strict=False).alias("avg300_pct"),
-        pl.col("total").cast(pl.Int64, strict=False).alias("total_us"),
-    )
-    if fast is not None and fast.height:
-        rows = pl.concat([fast.frame(), rows]).sort("line_no")
-    rows = rows.join(_path_origin(rows), on="path", how="left", maintain_order="left")
+    carry.origin = _origin(rows, carry.origin)
     source = pl.coalesce("p_source", pl.lit(raw_source, dtype=pl.String))
     resource = pl.coalesce("p_resource", pl.lit(raw_resource, dtype=pl.String))
-    ts = pl.from_epoch(pl.col("epoch_us"), time_unit="us").dt.replace_time_zone("UTC")
-    typed = rows.select(
-        "path",
+    ts = pl.col("epoch").str.to_datetime("%s%.f", time_unit="us", time_zone="UTC", strict=False)
+    typed = rows.join(carry.origin, on="path", how="left", maintain_order="left").select(
         ts.alias("ts"),
         source.alias("source"),
         resource.alias("resource"),
         "kind",
-        "avg10_pct",
-        "avg60_pct",
-        "avg300_pct",
-        "total_us",
+        pl.col("a10").cast(pl.Float64, strict=False).alias("avg10_pct"),
+        pl.col("a60").cast(pl.Float64, strict=False).alias("avg60_pct"),
+        pl.col("a300").cast(pl.Float64, strict=False).alias("avg300_pct"),
+        pl.col("total").cast(pl.Int64, strict=False).alias("total_us"),
+        (pl.col("p_id") * 2 + (pl.col("kind") == "full")).alias("_key"),
     )
-    typed, carry.last = _psi_stall.stall(typed, carry.last)
-    return typed
+    return _stall(typed, carry)
+
+
+def _stall(typed: pl.DataFrame, carry: _Carry) -> pl.DataFrame:
+    """``typed`` with ``stall_pct`` from the previous sample of its ``_key`` (path id and
+    kind; that of an earlier block included: ``carry.last``, which is then updated).
+    Rows without a sampler path have no time, hence no stall_pct, whatever their key."""
+    n_prev = 0 if carry.last is None else carry.last.height
+    both = typed if carry.last is None else pl.concat([carry.last, typed], how="diagonal")
+    d_total = pl.col("total_us") - pl.col("total_us").shift(1).over("_key")
+    d_t = (pl.col("ts") - pl.col("ts").shift(1).over("_key")).dt.total_microseconds()
+    pct = pl.when((d_total >= 0) & (d_t > 0)).then(100.0 * d_total / d_t)
+    both = both.with_columns(pct.alias("stall_pct"))
+    carry.last = both.group_by("_key").agg(pl.col("total_us").last(), pl.col("ts").last())
+    return both.slice(n_prev).drop("_key")

@@ -51,12 +51,12 @@ TABLES: dict[str, base.Table] = {
     )
 }
 
-HEADER = re.compile(r"^hindsight py-spy: pid (\d+)\s*$")
-PROCESS = re.compile(r"^Process (\d+): (.*)$")
-PYTHON = re.compile(r"^Python v(.*)$")
-THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+) \(([^)]*)\)(?:: "(.*)")?\s*$')
-FRAME = re.compile(r"^ {4}(\S.*\(.*\))\s*$")
-LOCALS = re.compile(r"^ {8}(?:Arguments|Locals):\s*$|^ {12}\S")
+HEADER = r"^hindsight py-spy: pid (\d+)\s*$"
+PROCESS = r"^Process (\d+): (.*)$"
+PYTHON = r"^Python v(.*)$"
+THREAD = r'^Thread (0x[0-9A-Fa-f]+|\d+) \(([^)]*)\)(?:: "(.*)")?\s*$'
+FRAME = r"^ {4}(\S.*\(.*\))\s*$"
+LOCALS = r"^ {8}(?:Arguments|Locals):\s*$|^ {12}\S"
 
 
 def sniff(head: str, name: str) -> float:
@@ -68,80 +68,85 @@ def sniff(head: str, name: str) -> float:
     return 0.0
 
 
-def _pid(text: str) -> int | None:
-    """A PID as printed; None when it does not fit the table's Int64 (a damaged file)."""
-    n = int(text)
-    return n if n < 2**63 else None
-
-
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one file of py-spy dumps (see the module docstring)."""
     cov = base.Coverage()
     df = lines(path, cov.notes)
     cov.total = df.height
     phase, ts = snapshot_time(path, ctx, cov.notes)
-    rows: list[dict] = []
-    pid: int | None = None
-    process = python = None
-    thread: dict | None = None
-    frames: list[str] = []
-    pending = 0  # lines of the current thread (parsed once the thread is closed)
-
-    def close() -> None:
-        nonlocal thread, frames, pending
-        if thread is not None:
-            order = frames[::-1]
-            rows.append(
-                {
-                    **thread,
-                    "stack": ";".join(f.replace(";", ":") for f in order),
-                    "leaf": frames[0] if frames else None,
-                    "frames": len(frames),
-                }
-            )
-            cov.parsed += pending
-        thread, frames, pending = None, [], 0
-
-    for line in df.get_column("line").to_list():
-        if thread is not None and FRAME.match(line):
-            frames.append(FRAME.match(line).group(1))  # type: ignore[union-attr]
-            pending += 1
-            continue
-        if thread is not None and LOCALS.match(line):
-            cov.add_structure("locals", 1)
-            continue
-        m = THREAD.match(line)
-        if m:
-            close()
-            if pid is None:
-                cov.add_skipped("thread before any Process line", 1)
-                continue
-            thread = {
-                "ts": ts,
-                "snapshot": phase,
-                "pid": pid,
-                "process": process,
-                "python": python,
-                "thread": m.group(1),
-                "state": m.group(2),
-                "thread_name": m.group(3),
-            }
-            pending = 1
-            continue
-        close()
-        if not line.strip():
-            cov.add_structure("blank", 1)
-        elif m := HEADER.match(line):
-            pid, process, python = _pid(m.group(1)), None, None
-            cov.add_structure("header", 1)
-        elif m := PROCESS.match(line):
-            pid, process, python = _pid(m.group(1)), m.group(2), None
-            cov.add_structure("process line", 1)
-        elif m := PYTHON.match(line):
-            python = m.group(1)
-            cov.add_structure("python version line", 1)
+    line, c = pl.col("line"), pl.col
+    kinds = [
+        (line.str.contains(THREAD), "thread"),
+        (line.str.contains(FRAME), "frame"),
+        (line.str.contains(LOCALS), "locals"),
+        (line.str.strip_chars() == "", "S:blank"),
+        (line.str.contains(HEADER), "S:header"),
+        (line.str.contains(PROCESS), "S:process line"),
+        (line.str.contains(PYTHON), "S:python version line"),
+        (pl.lit(True), "K:unrecognised line"),
+    ]
+    what = pl.coalesce(pl.when(cond).then(pl.lit(name)) for cond, name in kinds)
+    df = df.with_columns(what=what).with_columns(
+        pid=pl.coalesce(line.str.extract(HEADER, 1), line.str.extract(PROCESS, 1)),
+        process=line.str.extract(PROCESS, 2),
+        python=line.str.extract(PYTHON, 1),
+        # a thread's frame and locals lines follow it
+        group=(~c("what").is_in(["frame", "locals"])).cast(pl.Int64).cum_sum(),
+    )
+    # A thread belongs to the last header or Process line (pid, process) and the last
+    # Python line after it.
+    i = pl.int_range(pl.len())
+    is_proc = c("what").is_in(["S:header", "S:process line"])
+    proc_at = pl.when(is_proc).then(i).forward_fill()
+    py_at = pl.when(is_proc | (c("what") == "S:python version line")).then(i).forward_fill()
+    thread = line.str.extract_groups(THREAD)
+    df = df.with_columns(
+        pid=c("pid").gather(proc_at).cast(pl.Int64, strict=False),  # NULL when it overflows
+        process=c("process").gather(proc_at),
+        python=c("python").gather(py_at),
+    ).with_columns(
+        thread=pl.when(c("pid").is_not_null()).then(thread),
+    )
+    opened = (c("what").first() == "thread") & c("thread").first().is_not_null()
+    df = df.with_columns(in_thread=opened.over("group"))
+    inside = {"thread": "P", "frame": "P", "locals": "S:locals"}
+    outside = {"thread": "K:thread before any Process line", "frame": "K:unrecognised line"}
+    outside["locals"] = "K:unrecognised line"
+    what = c("what")
+    role = pl.when("in_thread").then(what.replace(inside)).otherwise(what.replace(outside))
+    for r, n in df.group_by(role.alias("r"), maintain_order=True).len().iter_rows():
+        if r == "P":
+            cov.parsed += n
+        elif r.startswith("S:"):
+            cov.add_structure(r[2:], n)
         else:
-            cov.add_skipped("unrecognised line", 1)
-    close()
-    frame = pl.DataFrame(rows, schema=TABLES["py_stacks"].schema)
-    return base.ParseResult({"py_stacks": TABLES["py_stacks"].conform(frame).collect()}, cov)
+            cov.add_skipped(r[2:], n)
+    frames = (
+        df.filter(c("in_thread") & (c("what") == "frame"))
+        .with_columns(f=line.str.extract(FRAME, 1))
+        .group_by("group")
+        .agg(
+            stack=c("f").str.replace_all(";", ":", literal=True).reverse().str.join(";"),
+            leaf=c("f").first(),
+            frames=pl.len(),
+        )
+    )
+    rows = (
+        df.filter(c("in_thread") & (c("what") == "thread"))
+        .unnest("thread")
+        .join(frames, on="group", how="left")
+        .select(
+            ts=pl.lit(ts, base.TS),
+            snapshot=pl.lit(phase, pl.String),
+            pid="pid",
+            process="process",
+            python="python",
+            thread="1",
+            thread_name="3",
+            state="2",
+            stack=c("stack").fill_null(""),
+            leaf="leaf",
+            frames=c("frames").fill_null(0),
+        )
+    )
+    return base.ParseResult({"py_stacks": TABLES["py_stacks"].conform(rows).collect()}, cov)

@@ -6,7 +6,7 @@
   same names as sar text, see ``_sar_tables``), CPU ``all`` is ``-1``, decimal commas of a
   de_DE run are accepted. ``LINUX-RESTART`` / ``COM`` rows -> ``sar_events``.
 - ``-dh``: one row per timestamp with all activities; the glued header is split back into
-  activities by name (:func:`_sar_extract.split_groups`). Rows where an activity repeats
+  activities by name (:func:`split_groups`). Rows where an activity repeats
   for several items (``[...]`` marker with ``-P ALL`` or several interfaces) are skipped
   with a reason (their item count cannot be told apart per activity).
 - ``-p``: tab-separated ``host interval timestamp device field value``, one value per line;
@@ -15,8 +15,11 @@
 Not supported (``ParseError`` / low sniff): ``-x`` XML, ``-r`` raw dumps, ``-H`` headers,
 ``-g`` SVG. Activities without a dedicated table go to ``sar_other`` (long form).
 
-Timestamps: ``YYYY-MM-DD HH:MM:SS UTC`` (default), a local zone abbreviation with
-``-T``/``-t`` (read as local time in ``ctx.tz``, else UTC + note), epoch seconds with ``-U``. Tables: the same as ``sar`` (``TABLES`` is shared).
+Timestamps (`to_utc`): ``YYYY-MM-DD HH:MM:SS UTC`` (default), a zone name with ``-T``/``-t``,
+epoch seconds with ``-U``; JSON ``{"date", "time", "utc": 0|1 | "tz": ZONE}``. Only UTC names
+are trusted: any other zone name (``CET``, ``EST``: ambiguous, or a custom ``TZ``), or none,
+is local time, read in ``ctx.tz``, else assumed UTC with a coverage note. Tables: the same
+as ``sar`` (``TABLES`` is shared).
 
 Sample input (``sadf -d sa.data -- -u -q``, sysstat 12.6.1)::
 
@@ -38,10 +41,8 @@ import polars as pl
 from analyzer.errors import ParseError
 from analyzer.parsers import _read, base
 from analyzer.parsers import _sadf_json as sj
-from analyzer.parsers import _sadf_time as stime
-from analyzer.parsers import _sar_extract as sx
-from analyzer.parsers import _sar_names as sn
 from analyzer.parsers import _sar_tables as st
+from analyzer.parsers import _sysstat as ss
 
 TABLES: dict[str, base.Table] = st.TABLES
 
@@ -83,13 +84,60 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
         cov.notes.append("file is not valid UTF-8: invalid bytes replaced")
     lf = _read.read_lines(path)
     if fmt == "json":
-        tables, meta = sj.parse_json(lf, ctx, cov)
+        records = sj.records(lf, cov)
+        zones = records.filter(pl.col("kind") != "data")["z"].unique().to_list()
+        ts = to_utc(pl.col("d"), pl.col("t"), pl.col("z"), pl.lit(None, pl.String), zones, ctx, cov)
+        tables, meta = sj.tables_of(records, ts, cov), {}
     elif fmt == "p":
         tables, meta = _parse_p(lf, ctx, cov)
     else:
         tables, meta = _parse_d(lf, ctx, cov)
     out = {t: TABLES[t].conform(f).collect() for t, f in tables.items() if f.height}
     return base.ParseResult(tables=out, coverage=cov, meta={"tool": "sadf", **meta})
+
+
+#: zone names that are UTC. Other abbreviations (``CET``, ``EST``) are not mapped to fixed
+#: offsets: they are ambiguous (``CST``, ``IST``) or follow a custom ``TZ`` (the sysstat tests
+#: print ``CET`` for UTC+2); they are read as local time in ``ctx.tz``.
+ZONE_OFFSETS: dict[str, int] = {"UTC": 0, "GMT": 0, "UT": 0, "Z": 0, "UCT": 0}
+
+
+def to_utc(
+    date: pl.Expr,
+    time: pl.Expr,
+    zone: pl.Expr,
+    epoch: pl.Expr,
+    zones: list[str | None],
+    ctx: base.ParseContext,
+    cov: base.Coverage,
+) -> pl.Expr:
+    """UTC ``ts`` from string columns; ``zones`` are the distinct zone values present.
+
+    ``zone`` NULL means "local time" (JSON with ``"utc": 0`` or a missing zone); ``epoch``
+    (digits) wins when present.
+    """
+    naive = pl.concat_str([date, pl.lit(" "), time]).str.to_datetime(
+        "%Y-%m-%d %H:%M:%S", strict=False, time_unit="us"
+    )
+    expr: pl.Expr = pl.lit(None, base.TS)
+    for z in zones:
+        if z is not None and z.upper() in ZONE_OFFSETS:
+            val = (naive - pl.duration(seconds=ZONE_OFFSETS[z.upper()])).dt.replace_time_zone("UTC")
+            expr = pl.when(zone == z).then(val).otherwise(expr)
+    local = sorted({z or "" for z in zones if z is None or z.upper() not in ZONE_OFFSETS})
+    if local:
+        local_zone = ss.tz_for(ctx, cov)
+        if any(local):
+            cov.notes.append(
+                f"time zone name(s) {', '.join(n for n in local if n)} not mapped to an offset: "
+                "read as local time"
+            )
+        unmapped = zone.is_null() | ~zone.str.to_uppercase().is_in(list(ZONE_OFFSETS))
+        expr = pl.when(unmapped).then(ss.local_to_utc(naive, local_zone)).otherwise(expr)
+    from_epoch = pl.from_epoch(
+        epoch.cast(pl.Int64, strict=False), time_unit="s"
+    ).dt.replace_time_zone("UTC")
+    return pl.when(epoch.is_not_null()).then(from_epoch).otherwise(expr).cast(base.TS)
 
 
 def _fields(lf: pl.LazyFrame, sep: str, ts_idx: int) -> pl.LazyFrame:
@@ -108,9 +156,7 @@ def _fields(lf: pl.LazyFrame, sep: str, ts_idx: int) -> pl.LazyFrame:
 def _ts(df: pl.DataFrame, ctx: base.ParseContext, cov: base.Coverage) -> pl.DataFrame:
     zones = df["z"].unique().to_list() if df.height else []
     return df.with_columns(
-        stime.to_utc(pl.col("d"), pl.col("t"), pl.col("z"), pl.col("epoch"), zones, ctx, cov).alias(
-            "ts"
-        )
+        to_utc(pl.col("d"), pl.col("t"), pl.col("z"), pl.col("epoch"), zones, ctx, cov).alias("ts")
     )
 
 
@@ -162,8 +208,7 @@ def _parse_d(lf: pl.LazyFrame, ctx: base.ParseContext, cov: base.Coverage):
         tables["sar_events"] = _events(ev, pl.col("f").list.slice(3).list.join(";"))
     data = df.filter(pl.col("kind") == "data").with_columns(pl.col("f").list.slice(3).alias("tok"))
     hdrs = [h for h in data["hdr"].unique(maintain_order=True).to_list() if h is not None]
-    sections: list[sx.Section] = []
-    parts = []
+    parts: list[tuple[st.Section, pl.DataFrame]] = []
     cov.add_skipped("data row before any sadf header", int(data["hdr"].is_null().sum()))
     for h in hdrs:
         names = h.replace("[...]", "").split(";")
@@ -174,9 +219,7 @@ def _parse_d(lf: pl.LazyFrame, ctx: base.ParseContext, cov: base.Coverage):
                 if k < 1:
                     continue
                 wide = names[:-1] + ["all"] + [f"CPU{i}" for i in range(k - 1)]
-                parts.append(
-                    _group_rows(rows.filter(pl.col("tok").list.len() == n), wide, sections, cov)
-                )
+                parts += _groups(rows.filter(pl.col("tok").list.len() == n), wide, cov)
             rows = rows.filter(pl.col("tok").list.len() < len(names))
         ok = rows["tok"].list.len() == len(names)
         reason = (
@@ -185,72 +228,82 @@ def _parse_d(lf: pl.LazyFrame, ctx: base.ParseContext, cov: base.Coverage):
             else "field count differs from its sadf header"
         )
         cov.add_skipped(reason, int((~ok).sum()))
-        parts.append(_group_rows(rows.filter(ok), names, sections, cov))
-    if parts:
-        tables.update(sx.extract(pl.concat(parts), sections))
+        parts += _groups(rows.filter(ok), names, cov)
+    tables.update(st.tables_of(parts))
     host = data["f"].list.first()[0] if data.height else None
     return tables, {"host": host}
 
 
-def _group_rows(
-    rows: pl.DataFrame, names: list[str], sections: list[sx.Section], cov: base.Coverage
-) -> pl.DataFrame:
-    """Rows of one header, cut into its activity groups (appends to ``sections``)."""
+def _groups(
+    rows: pl.DataFrame, names: list[str], cov: base.Coverage
+) -> list[tuple[st.Section, pl.DataFrame]]:
+    """Rows of one header, cut into its activity groups: each group's section and its
+    rows' tokens (``ts``, ``t0``…)."""
     cov.parsed += rows.height
-    parts = []
-    for a, b, sec in sx.split_groups(names):
-        sections.append(sec)
-        parts.append(
-            rows.select(
-                "ts",
-                pl.lit(len(sections) - 1, pl.Int32).alias("sid"),
-                pl.col("tok").list.slice(a, b - a),
-            )
-        )
-    return pl.concat(parts)
+    tok = pl.col("tok").list
+    return [
+        (sec, rows.select("ts", *(tok.get(a + j).alias(f"t{j}") for j in range(b - a))))
+        for a, b, sec in split_groups(names)
+    ]
+
+
+def _alias_sets() -> dict[str, set[str]]:
+    out = {t: set(aliases) for t, aliases in st.TEXT_ALIASES.items()}
+    out["sar_psi"] = {n for p in st.PSI_PREFIX for n in (p + "-10", p + "-60", p + "-300", p)}
+    return out
+
+
+_ALIASES = _alias_sets()
+
+
+def split_groups(names: list[str]) -> list[tuple[int, int, st.Section]]:
+    """Split a ``sadf -d``/``-dh`` header into activities: ``[(start, end, Section)]``.
+
+    ``sadf -dh`` glues the headers of all activities into one line. Runs of names that all
+    belong to one table (and satisfy its signature) form a group; everything else is merged
+    into ``sar_other`` groups. A plain single-activity header gives one group.
+    """
+    runs: list[tuple[int, int, str]] = []
+    i = 0
+    while i < len(names):
+        best, best_len = "sar_other", 1
+        for table, aliases in _ALIASES.items():
+            seen: set[str] = set()
+            j = i
+            while j < len(names) and names[j] in aliases and names[j] not in seen:
+                seen.add(names[j])
+                j += 1
+            if j - i > best_len or (j - i == best_len and best == "sar_other" and j > i):
+                best, best_len = table, j - i
+        if best != "sar_other" and st.section_table(names[i : i + best_len]) != best:
+            best = "sar_other"
+        runs.append((i, i + best_len, best))
+        i += best_len
+    merged: list[tuple[int, int, str]] = []
+    for a, b, t in runs:
+        if merged and t == "sar_other" and merged[-1][2] == "sar_other":
+            merged[-1] = (merged[-1][0], b, t)
+        else:
+            merged.append((a, b, t))
+    return [(a, b, st.make_section(names[a:b])) for a, b, _ in merged]
 
 
 def _field_map() -> pl.DataFrame:
-    rows: dict[str, list[object]] = {
-        "field": [],
-        "table": [],
-        "column": [],
-        "scale": [],
-        "resource": [],
-        "kind": [],
-    }
-
-    def add(
-        field: str,
-        table: str,
-        column: str,
-        scale: float = 1.0,
-        res: str | None = None,
-        kind: str | None = None,
-    ) -> None:
-        for k, v in zip(rows, (field, table, column, scale, res, kind), strict=True):
-            rows[k].append(v)
-
-    seen: dict[str, str] = {}
-    for table in st.COLUMNS:
-        for name, (col, scale) in sn.text_alias_map(table).items():
-            if name in ("CPU", "IFACE", "DEV") or name in seen or scale != 1.0:
-                continue
-            seen[name] = table
-            add(name, table, col, scale)
+    """``sadf -p`` field name -> table, column, scale (and PSI resource and kind)."""
+    rows: dict[str, tuple[str, str, float, str | None, str | None]] = {}
+    for table, aliases in st.TEXT_ALIASES.items():
+        for name, (col, scale) in aliases.items():
+            if name not in ("CPU", "IFACE", "DEV") and scale == 1.0:
+                rows.setdefault(name, (table, col, scale, None, None))
     for pre, (res, kind) in st.PSI_PREFIX.items():
         for suf, col in st.PSI_SUFFIX.items():
-            add(pre + suf, "sar_psi", col, 1.0, res, kind)
+            rows[pre + suf] = ("sar_psi", col, 1.0, res, kind)
+    names = ("field", "table", "column", "scale", "resource", "kind")
+    types = (pl.String, pl.String, pl.String, pl.Float64, pl.String, pl.String)
     return pl.DataFrame(
-        rows,
-        schema={
-            "field": pl.String,
-            "table": pl.String,
-            "column": pl.String,
-            "scale": pl.Float64,
-            "resource": pl.String,
-            "kind": pl.String,
-        },
+        [(k, *v) for k, v in rows.items()],
+        schema=dict(zip(names, types, strict=True)),
+        orient="row",
     )
 
 
@@ -304,14 +357,14 @@ def _parse_p(lf: pl.LazyFrame, ctx: base.ParseContext, cov: base.Coverage):
         key = _KEY_COL.get(table)
         exprs = [pl.col(c) for c in index if c in types]
         if key:
-            exprs.append(sx.cast_value(pl.col("device"), types[key], key).alias(key))
+            exprs.append(st.cast_value(pl.col("device"), types[key], key).alias(key))
         for col in wide.columns:
             if col in types and col not in index:
-                exprs.append(sx.cast_value(pl.col(col), types[col], col).alias(col))
+                exprs.append(st.cast_value(pl.col(col), types[col], col).alias(col))
         tables[table] = wide.select(exprs)
     other = data.filter(pl.col("table").is_null())
     if other.height:
-        v = sx.cast_value(pl.col("value"), pl.Float64, "value")
+        v = st.cast_value(pl.col("value"), pl.Float64, "value")
         tables["sar_other"] = other.select(
             "ts",
             pl.lit(None, pl.String).alias("section"),

@@ -58,13 +58,18 @@ Coverage: the lines of a key count as parsed when its ``]: N`` line closes it (a
 line is one key); a key cut off by the end of the file, and a stray frame line outside a
 key, are skipped with a reason; banners, time lines, blank lines and the exit dump are
 structure.
+
+Reading: blocks (`_blocks.Blocks`) cut before a time line, where no key is open and the
+slice before has ended; only the time in effect goes on from block to block. Lines are
+classified and keys assembled with polars; a short loop per slice (not per line) follows
+the time lines and ``@samples`` prints.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import polars as pl
@@ -100,19 +105,19 @@ TABLES: dict[str, base.Table] = {
     ),
 }
 
-BANNER = re.compile(r"^(?:Attaching \d+ probes?\.*|hindsight stacks(?: \(perf\))?:.*)$")
-TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:Z|[+-]00:?00)?$")
-SAMPLES = re.compile(r"^@samples: (\d+)$")
-KEY = re.compile(r"^@(\w*)\[(.*), (\d+), ?$")
-KEY_KERNEL = re.compile(r"^@(\w*)\[(.*), (\d+), , ?$")  # no user stack
-KEY_EMPTY = re.compile(r"^@(\w*)\[(.*), (\d+), , \]: (\d+)$")  # no stack at all
-FRAME = re.compile(r"^\s+(?:([0-9a-f]+) )?(\S.*?)\s*$")
-END = re.compile(r"^(,\s?)?\]: (\d+)$")
-SEP = re.compile(r"^,\s?$")
+BANNER = r"^(?:Attaching \d+ probes?\.*|hindsight stacks(?: \(perf\))?:.*)$"
+TIME = r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:Z|[+-]00:?00)?$"
+SAMPLES = r"^@samples: (\d+)$"
+KEY = r"^@\w*\[(.*), (\d+), ?$"
+KEY_KERNEL = r"^@\w*\[(.*), (\d+), , ?$"  # no user stack
+KEY_EMPTY = r"^@\w*\[(.*), (\d+), , \]: (\d+)$"  # no stack at all
+FRAME = r"^[\t ]\s*(?:[0-9a-f]+ )?(\S.*?)\s*$"  # indented by a tab or a blank
+END = r"^(?:,\s?)?\]: (\d+)$"
+SEP = r"^,\s?$"
 # perf form: "comm-pid;root;...;leaf count" (comm shortest first: it may hold "-N" too)
-FOLDED = re.compile(r"^(.*?)-(\d+)((?:;.*)?) (\d+)$")
-_PERF = re.compile(r"^(?:0x[0-9a-f]+|(.+?)(?:\+\d+)?) \((.*)\)$")
-_DEFAULT = re.compile(r"^(.+?)(?:\+\d+)?$")
+FOLDED = r"^(.*?)-(\d+)((?:;.*)?) (\d+)$"
+_PERF = r"^(?:0x[0-9a-f]+|(.+?)(?:\+\d+)?) \((.*)\)$"
+_TIME_CUT = re.compile(rb"\n(?=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]00:?00)?\r?\n)")
 
 
 def sniff(head: str, name: str) -> float:
@@ -124,12 +129,12 @@ def sniff(head: str, name: str) -> float:
     if keys >= 2:
         return 0.9
     lines = [ln for ln in head.splitlines()[:200] if ln.strip()]
-    folded = sum(1 for ln in lines if ";" in ln and FOLDED.match(ln))
+    folded = sum(1 for ln in lines if ";" in ln and re.match(FOLDED, ln))
     return 0.8 if folded >= 3 and folded >= 0.8 * len(lines) else 0.0
 
 
 def frame_name(text: str, kernel: bool) -> str:
-    """One printed frame as it goes into the folded stack.
+    """One printed frame as it goes into the folded stack (`_frame_names` for a frame).
 
     >>> frame_name("hot_c_inner+32 (/tmp/stk/hot_c)", False)
     'hot_c_inner'
@@ -138,211 +143,291 @@ def frame_name(text: str, kernel: bool) -> str:
     >>> frame_name("do_syscall_64+113", True)
     'do_syscall_64_[k]'
     """
-    m = _PERF.match(text)
-    if m:
-        sym, module = m.group(1), m.group(2)
-        if not sym or sym.startswith("0x"):
-            base_name = module.rsplit("/", 1)[-1]
-            sym = "[unknown]" if base_name in ("", "[unknown]") else f"[{base_name}]"
-    else:
-        sym = _DEFAULT.match(text).group(1)  # type: ignore[union-attr]
-        if re.fullmatch(r"0x[0-9a-f]+|[0-9a-f]{6,}", sym):
-            sym = "[unknown]"
-    sym = sym.replace(";", ":")
-    return sym + "_[k]" if kernel else sym
+    return _frame_names(pl.DataFrame({"text": [text], "kern": [kernel]}))["name"].item()
+
+
+def _frame_names(df: pl.DataFrame) -> pl.DataFrame:
+    """Printed frames (``text``, ``kern``) -> their folded ``name``: the symbol without
+    ``+offset``, else ``[module]`` or ``[unknown]``; ``;`` becomes ``:``; kernel frames
+    end in ``_[k]``."""
+    c = pl.col
+    df = df.with_columns(
+        perf=c("text").str.extract_groups(_PERF), plain=c("text").str.extract(r"^(.+?)(?:\+\d+)?$")
+    ).with_columns(sym=c("perf").struct.field("1"), module=c("perf").struct.field("2"))
+    base_name = c("module").str.extract(r"([^/]*)$", 1)
+    from_module = (
+        pl.when(base_name.is_in(["", "[unknown]"]))
+        .then(pl.lit("[unknown]"))
+        .otherwise(pl.concat_str(pl.lit("["), base_name, pl.lit("]")))
+    )
+    name = (
+        pl.when(c("module").is_null() & c("plain").str.contains(r"^(?:0x[0-9a-f]+|[0-9a-f]{6,})$"))
+        .then(pl.lit("[unknown]"))
+        .when(c("module").is_null())
+        .then("plain")
+        .when(c("sym").is_null() | c("sym").str.starts_with("0x"))
+        .then(from_module)
+        .otherwise("sym")
+        .str.replace_all(";", ":", literal=True)
+    )
+    name = pl.when("kern").then(name + "_[k]").otherwise(name)
+    return df.with_columns(name=name).drop("perf", "plain", "sym", "module")
+
+
+def _cut_before_time(buf: bytes, limit: int) -> int:
+    """Block cut: the start of the last time line at or before ``limit`` (-1: none)."""
+    at = -1
+    for m in _TIME_CUT.finditer(buf, 0, min(len(buf), limit + 64)):
+        if m.end() <= limit:
+            at = m.end()
+    return at
 
 
 @dataclass
-class _State:
-    ts: datetime | None = None
-    prev: datetime | None = None
+class _Clock:
+    """What goes on from block to block (a block starts at a time line)."""
+
+    ts: datetime | None = None  # the time in effect
     started: bool = False  # a time line was seen
-    slice_samples: int | None = None
-    slice_open: bool = False
-    # the key being read
-    key: tuple[str, int] | None = None
-    key_lines: int = 0
-    user: list[str] = field(default_factory=list)
-    kern: list[str] = field(default_factory=list)
-    in_kernel: bool = False
-    # rows of the current slice: (comm, pid, stack) -> [samples, user_n, kernel_n, leaf]
-    agg: dict[tuple[str, int, str], list] = field(default_factory=dict)
-    shown: int = 0
-    nkeys: int = 0
-    rows: list[dict] = field(default_factory=list)
-    slices: list[dict] = field(default_factory=list)
-    untimed: int = 0
-    folded: int = 0  # perf-form lines seen
-
-
-def _interval(st: _State) -> float | None:
-    if st.ts is None or st.prev is None:
-        return None
-    return (st.ts - st.prev).total_seconds()
-
-
-def _close_slice(st: _State) -> None:
-    if not st.slice_open:
-        return
-    iv = _interval(st)
-    for (comm, pid, stack), (n, nu, nk, leaf) in st.agg.items():
-        st.rows.append(
-            {
-                "ts": st.ts,
-                "interval_s": iv,
-                "pid": pid,
-                "comm": comm,
-                "stack": stack,
-                "user_frames": nu,
-                "kernel_frames": nk,
-                "leaf": leaf,
-                "samples": n,
-            }
-        )
-    st.slices.append(
-        {
-            "ts": st.ts,
-            "interval_s": iv,
-            "samples": st.slice_samples,
-            "samples_shown": st.shown,
-            "stacks_shown": st.nkeys,
-        }
-    )
-    st.agg, st.shown, st.nkeys, st.slice_samples, st.slice_open = {}, 0, 0, None, False
-
-
-def _add(st: _State, comm: str, pid: int, user: list[str], kern: list[str], count: int) -> None:
-    """Count one stack (frames root → leaf) into the current slice."""
-    frames = user + kern
-    stack = ";".join(frames) if frames else "[no stack]"
-    k = (comm, pid, stack)
-    if k in st.agg:
-        st.agg[k][0] += count
-    else:
-        st.agg[k] = [count, len(user), len(kern), frames[-1] if frames else "[no stack]"]
-
-
-def _folded(st: _State, m: re.Match[str], cov: base.Coverage) -> None:
-    """One perf-form line: its frames are final names already (kernel ones end ``_[k]``)."""
-    frames = m.group(3)[1:].split(";") if m.group(3) else []
-    kern = [f for f in frames if f.endswith("_[k]")]
-    user = [f for f in frames if not f.endswith("_[k]")]
-    _add(st, m.group(1), int(m.group(2)), user, kern, int(m.group(4)))
-    st.shown += int(m.group(4))
-    st.nkeys += 1
-    st.slice_open = True
-    st.folded += 1
-    cov.parsed += 1
-
-
-def _finish_key(st: _State, count: int, cov: base.Coverage) -> None:
-    assert st.key is not None
-    comm, pid = st.key
-    _add(st, comm, pid, st.user[::-1], st.kern[::-1], count)
-    st.shown += count
-    st.nkeys += 1
-    st.slice_open = True
-    cov.parsed += st.key_lines
-    st.key, st.key_lines, st.user, st.kern, st.in_kernel = None, 0, [], [], False
-
-
-def _line(st: _State, line: str, cov: base.Coverage) -> None:
-    if st.key is not None:
-        st.key_lines += 1
-        m = END.match(line)
-        if m:
-            _finish_key(st, int(m.group(2)), cov)
-            return
-        if SEP.match(line):
-            st.in_kernel = True
-            return
-        m = FRAME.match(line)
-        if m and line[:1] in ("\t", " "):
-            (st.kern if st.in_kernel else st.user).append(frame_name(m.group(2), st.in_kernel))
-            return
-        # anything else inside a key: the key is broken; skip it and read the line again
-        cov.add_skipped("stack key cut short by an unexpected line", st.key_lines - 1)
-        st.key, st.key_lines, st.user, st.kern, st.in_kernel = None, 0, [], [], False
-        _line(st, line, cov)
-        return
-    if not line.strip():
-        cov.add_structure("blank", 1)
-        return
-    if BANNER.match(line):
-        cov.add_structure("banner", 1)
-        return
-    m = TIME.match(line)
-    if m:
-        _close_slice(st)
-        st.prev = st.ts if st.started else None
-        st.ts = datetime.fromisoformat(m.group(1)).replace(tzinfo=UTC)
-        st.started = True
-        cov.add_structure("interval timestamp", 1)
-        return
-    m = SAMPLES.match(line)
-    if m:
-        n = int(m.group(1))
-        if st.slice_samples is not None or (st.slice_open and st.nkeys):
-            # a second print without a time line: the exit dump (cleared maps), or lost time
-            _close_slice(st)
-            if n == 0:
-                cov.add_structure("exit dump of the cleared maps", 1)
-                return
-            st.prev, st.ts = st.ts, None
-            st.untimed += 1
-        st.slice_samples = n
-        st.slice_open = True
-        cov.parsed += 1
-        return
-    m = KEY_EMPTY.match(line)
-    if m:
-        st.key, st.key_lines = (m.group(2), int(m.group(3))), 1
-        _finish_key(st, int(m.group(4)), cov)
-        return
-    m = KEY_KERNEL.match(line) or KEY.match(line)
-    if m:
-        st.key, st.key_lines = (m.group(2), int(m.group(3))), 1
-        st.in_kernel = line.rstrip().endswith(", ,")
-        return
-    if FRAME.match(line) and line[:1] in ("\t", " "):
-        cov.add_skipped("stack frame outside a map key", 1)
-        return
-    m = FOLDED.match(line)
-    if m:
-        _folded(st, m, cov)
-        return
-    if line.startswith(("ERROR:", "WARNING:")):
-        cov.add_skipped("bpftrace message", 1)
-        return
-    cov.add_skipped("unrecognised line", 1)
+    untimed: int = 0  # slices printed without a time line
+    rows: int = 0  # stack_samples rows so far
+    folded: bool = False  # perf-form lines seen
 
 
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one stacks file, bpftrace's or perf's (see the module docstring)."""
     cov = base.Coverage()
-    st = _State()
-    blocks = _blocks.Blocks(path)
+    clock = _Clock()
+    out = _blocks.Rows(ctx, TABLES)
+    blocks = _blocks.Blocks(path, _cut_before_time)
     for block in blocks:
-        lines = block.lines.get_column("line").to_list()
-        cov.total += len(lines)
-        for line in lines:
-            _line(st, line, cov)
+        cov.total += block.lines.height
+        out.put(_block(block.lines, block.last, clock, cov))
     if blocks.repaired:
         cov.notes.append("file was not valid UTF-8: invalid bytes replaced")
-    if st.key is not None:
-        cov.add_skipped("stack key cut short at the end of the file", st.key_lines)
-    _close_slice(st)
-    if st.untimed:
-        cov.notes.append(f"{st.untimed} slice(s) printed without a time line: ts NULL")
-    if not st.started and st.rows:
+    if clock.untimed:
+        cov.notes.append(f"{clock.untimed} slice(s) printed without a time line: ts NULL")
+    if not clock.started and clock.rows:
         cov.notes.append("no time line: ts NULL")
-    tables = {
-        "stack_samples": TABLES["stack_samples"]
-        .conform(pl.DataFrame(st.rows, schema=TABLES["stack_samples"].schema))
-        .collect(),
-        "stack_slices": TABLES["stack_slices"]
-        .conform(pl.DataFrame(st.slices, schema=TABLES["stack_slices"].schema))
-        .collect(),
-    }
-    fmt = "perf folded" if st.folded else "bpftrace"
-    return base.ParseResult(tables=tables, coverage=cov, meta={"format": fmt})
+    empty = {name: pl.DataFrame() for name in TABLES}
+    meta = {"format": "perf folded" if clock.folded else "bpftrace"}
+    return base.ParseResult(tables=dict(out.tables(empty)), coverage=cov, meta=meta)
+
+
+def _block(
+    lines: pl.DataFrame, last: bool, clock: _Clock, cov: base.Coverage
+) -> dict[str, pl.DataFrame]:
+    """One block's tables (it ends before a time line, or at the end of the file when
+    ``last``); counts its lines into ``cov`` and advances ``clock``."""
+    line, what = pl.col("line"), pl.col("what")
+    kinds = [
+        (line.str.strip_chars() == "", "S:blank"),
+        (line.str.contains(BANNER), "S:banner"),
+        (line.str.contains(TIME), "time"),
+        (line.str.contains(SAMPLES), "samples"),
+        (line.str.contains(KEY_EMPTY), "key"),
+        (line.str.contains(KEY_KERNEL) | line.str.contains(KEY), "open"),
+        (line.str.contains(FRAME), "K:stack frame outside a map key"),
+        (line.str.contains(FOLDED), "folded"),
+        (line.str.contains("^(?:ERROR|WARNING):"), "K:bpftrace message"),
+        (pl.lit(True), "K:unrecognised line"),
+    ]
+    df = lines.with_columns(
+        what=pl.coalesce(pl.when(cond).then(pl.lit(name)) for cond, name in kinds),
+        sep=line.str.contains(SEP),
+        frame=line.str.contains(FRAME),
+        end=line.str.contains(END),
+    )
+    # A key: an opener, the frame and separator lines after it, then its closing line.
+    inner = pl.col("sep") | pl.col("frame")
+    df = df.with_columns(group=(~inner).cast(pl.Int64).cum_sum())
+    groups = df.group_by("group", maintain_order=True).agg(
+        what.first(), pl.col("end").first(), pl.col("line_no").first().alias("start")
+    )
+    closed = pl.col("end").shift(-1)  # the group's next line closes the key
+    status = (
+        pl.when(what != "open")
+        .then(None)
+        .when(closed)
+        .then(pl.lit("P"))
+        .when(closed.is_null() & pl.lit(last))
+        .then(pl.lit("K:stack key cut short at the end of the file"))
+        .otherwise(pl.lit("K:stack key cut short by an unexpected line"))
+    )
+    groups = groups.select("group", "start", key=status, closes=status.shift(1) == "P")
+    df = df.join(groups, on="group", how="left", maintain_order="left")
+    closing = (pl.col("line_no") == pl.col("start")) & pl.col("closes").fill_null(False)
+    df = df.with_columns(closing=closing)
+    keys = _keys(df)
+    samples, slices = _slices(df, keys, clock)
+    role = pl.coalesce(
+        "key",
+        pl.when(closing | what.is_in(["key", "folded"])).then(pl.lit("P")),
+        pl.when(what == "time").then(pl.lit("S:interval timestamp")),
+        pl.when(what == "samples").then(
+            pl.col("line_no").replace_strict(samples, default=None, return_dtype=pl.String)
+        ),
+        what,
+    )
+    for r, n in df.group_by(role.alias("r")).len().iter_rows():
+        if r == "P":
+            cov.parsed += n
+        elif r.startswith("S:"):
+            cov.add_structure(r[2:], n)
+        else:
+            cov.add_skipped(r[2:], n)
+    return slices
+
+
+def _keys(df: pl.DataFrame) -> pl.DataFrame:
+    """One row per printed key, in file order: ``pos`` (its first line), comm, pid,
+    stack, user_frames, kernel_frames, leaf, count."""
+    line, c = pl.col("line"), pl.col
+    # bpftrace keys: frames leaf first, user frames before the ',' line, kernel ones after
+    full = c("key") == "P"
+    opener = (
+        df.filter(full & (c("line_no") == c("start")))
+        .with_columns(kk=line.str.extract_groups(KEY_KERNEL), k=line.str.extract_groups(KEY))
+        .select(
+            "group",
+            pos="line_no",
+            comm=pl.coalesce(c("kk").struct.field("1"), c("k").struct.field("1")),
+            pid=pl.coalesce(c("kk").struct.field("2"), c("k").struct.field("2")),
+        )
+    )
+    counts = df.filter("closing").select(group=c("group") - 1, count=line.str.extract(END, 1))
+    kern = line.str.strip_chars_end().str.ends_with(", ,").first() | (c("sep").cum_sum() > 0)
+    frames = df.filter(full).with_columns(kern=kern.over("group")).filter("frame")
+    frames = (
+        _frame_names(frames.with_columns(text=line.str.extract(FRAME, 1)))
+        .sort(["group", "kern", "line_no"], descending=[False, False, True])  # root first
+        .group_by("group", maintain_order=True)
+        .agg(
+            stack=c("name").str.join(";"),
+            user_frames=(~c("kern")).sum(),
+            kernel_frames=c("kern").sum(),
+            leaf=c("name").last(),
+        )
+    )
+    bpf = opener.join(counts, on="group", how="left").join(frames, on="group", how="left")
+    empty = (
+        df.filter(c("what") == "key")
+        .select("line_no", g=line.str.extract_groups(KEY_EMPTY))
+        .unnest("g")
+        .select(pos="line_no", comm="1", pid="2", count="3")
+    )
+    # perf's folded lines: frames root first, kernel ones marked already
+    is_k = pl.element().str.ends_with("_[k]")
+    folded = (
+        df.filter(c("what") == "folded")
+        .select("line_no", g=line.str.extract_groups(FOLDED))
+        .unnest("g")
+        .with_columns(split=pl.when(c("3") != "").then(c("3").str.slice(1).str.split(";")))
+        .with_columns(user=c("split").list.filter(~is_k), kernel=c("split").list.filter(is_k))
+        .with_columns(all=pl.concat_list("user", "kernel"))
+        .select(
+            pos="line_no",
+            comm="1",
+            pid="2",
+            count="4",
+            stack=pl.when(c("all").list.len() > 0).then(c("all").list.join(";")),
+            user_frames=c("user").list.len(),
+            kernel_frames=c("kernel").list.len(),
+            leaf=c("all").list.last(),
+            folded=pl.lit(True),
+        )
+    )
+    out = pl.concat([bpf, empty, folded], how="diagonal_relaxed").sort("pos")
+    return out.with_columns(
+        c("pid", "count").cast(pl.Int64, strict=False),
+        c("stack", "leaf").fill_null("[no stack]"),
+        c("user_frames", "kernel_frames").fill_null(0).cast(pl.Int32),
+        c("folded").fill_null(False),
+    )
+
+
+def _slices(
+    df: pl.DataFrame, keys: pl.DataFrame, clock: _Clock
+) -> tuple[dict[int, str], dict[str, pl.DataFrame]]:
+    """Follow the time lines and ``@samples`` prints (a loop per slice): the coverage of
+    each ``@samples`` line (line_no -> 'P' or the exit-dump structure) and the tables."""
+    c = pl.col
+    times = df.filter(c("what") == "time").select(
+        pos="line_no",
+        kind=pl.lit("T"),
+        t=c("line")
+        .str.extract(TIME, 1)
+        .str.to_datetime("%Y-%m-%dT%H:%M:%S", time_zone="UTC", strict=False),
+    )
+    prints = df.filter(c("what") == "samples").select(
+        pos="line_no",
+        kind=pl.lit("S"),
+        n=c("line").str.extract(SAMPLES, 1).cast(pl.Int64, strict=False),
+    )
+    events = pl.concat(
+        [times, prints, keys.select("pos", kind=pl.lit("K"))], how="diagonal_relaxed"
+    ).sort("pos")
+    events = events.with_columns(run=(c("kind") != "K").cast(pl.Int64).cum_sum())
+    with_keys = set(events.filter(c("kind") == "K")["run"].unique().to_list())
+    slices: list[tuple] = []  # (ts, interval_s, samples)
+    slice_of: dict[int, int] = {}  # run of keys -> slice
+    prints_as: dict[int, str] = {}
+    ts, prev = clock.ts, None
+    samples, is_open, has_keys = None, False, False
+
+    def begin() -> None:
+        nonlocal is_open
+        if not is_open:
+            interval = (ts - prev).total_seconds() if ts and prev else None
+            slices.append((ts, interval, samples))
+            is_open = True
+
+    def close() -> None:
+        nonlocal samples, is_open, has_keys
+        samples, is_open, has_keys = None, False, False
+
+    for run, (pos, kind, t, n) in enumerate(
+        events.filter(c("kind") != "K").select("pos", "kind", "t", "n").iter_rows(), start=1
+    ):
+        if kind == "T":
+            close()
+            prev, ts = (ts if clock.started else None), t
+            clock.started = True
+        elif samples is not None or has_keys:
+            # a second print without a time line: the exit dump (cleared maps), or lost time
+            close()
+            if n == 0:
+                prints_as[pos] = "S:exit dump of the cleared maps"
+            else:
+                prev, ts = ts, None
+                clock.untimed += 1
+        if kind == "S" and pos not in prints_as:
+            samples, prints_as[pos] = n, "P"
+            begin()
+        if run in with_keys:
+            begin()
+            slice_of[run], has_keys = len(slices) - 1, True
+    clock.ts = ts
+    keys = keys.with_columns(events.filter(c("kind") == "K")["run"])
+    return prints_as, _tables(slices, slice_of, keys, clock)
+
+
+def _tables(
+    slices: list[tuple], slice_of: dict[int, int], keys: pl.DataFrame, clock: _Clock
+) -> dict[str, pl.DataFrame]:
+    """The block's slices and, per slice, its keys folded into stack rows."""
+    c = pl.col
+    schema = {"ts": base.TS, "interval_s": pl.Float64, "samples": pl.Int64}
+    sl = pl.DataFrame(slices, schema=schema, orient="row").with_row_index("slice")
+    keys = keys.with_columns(slice=c("run").replace_strict(slice_of, return_dtype=pl.UInt32))
+    rows = keys.group_by("slice", "comm", "pid", "stack", maintain_order=True).agg(
+        c("count").sum().alias("samples"), c("user_frames", "kernel_frames", "leaf").first()
+    )
+    rows = rows.join(sl.select("slice", "ts", "interval_s"), on="slice", how="left")
+    shown = keys.group_by("slice").agg(samples_shown=c("count").sum(), stacks_shown=pl.len())
+    sl = sl.join(shown, on="slice", how="left").with_columns(
+        c("samples_shown", "stacks_shown").fill_null(0)
+    )
+    clock.rows += rows.height
+    clock.folded = clock.folded or bool(keys["folded"].any())
+    return {"stack_samples": rows, "stack_slices": sl}

@@ -35,13 +35,18 @@ Sample input (``vmstat -t 1 3``, procps-ng 4.0.2)::
 from __future__ import annotations
 
 import re
+import shlex
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import polars as pl
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _read, base
-from analyzer.parsers import _vmstat_util as u
+from analyzer.parsers import _blocks, base
+from analyzer.parsers._sysstat import local_to_utc
 
 _I, _F, _S, _B = pl.Int64, pl.Float64, pl.String, pl.Boolean
 _TS_COLS: tuple[tuple[str, pl.DataType, str, str], ...] = (
@@ -128,13 +133,36 @@ TABLES: dict[str, base.Table] = {
 
 _MISFIT = "row does not fit its header (field count or header layout)"
 _MAX_LAYOUTS = 64  # distinct header lines handled; more is hostile input
-_BLANK = r"^[ \t]*$"
-_GROUP = r"^[ \t]*-*procs-*[ \t]+-+memory|^[ \t]*disk-[ \t]+-+reads"
+# Bytes per unit letter of `vmstat -S` (procps: k=1000, K=1024, m=1000000, M=1048576).
+UNIT_BYTES = {"k": 1000, "K": 1024, "m": 1_000_000, "M": 1_048_576}
+_UTC = {"UTC", "GMT", "UCT", "Z", "ZULU", "UNIVERSAL", "UTC0", "GMT0", "ETC/UTC", "ETC/GMT"}
+_STAMP = r"[ \t]+[0-9]{4}-[0-9]{2}-[0-9]{2}[ \t]+[0-9]{2}:[0-9]{2}:[0-9]{2}"
+# `vmstat -d`: reads (4), writes (4), IO (2) under these header words; -t adds a zone name
+_DISK_HEADER = ("total", "merged", "sectors", "ms") * 2 + ("cur", "sec")
+_DISK_COLS = ("reads_total", "reads_merged", "read_sectors", "read_ms", "writes_total")
+_DISK_COLS += ("writes_merged", "write_sectors", "write_ms", "io_cur", "io_s")
 _VMHDR = r"^[ \t]*r[ \t]+b[ \t]+swpd[ \t]"
-_DISKHDR = r"^[ \t]+total[ \t]+merged[ \t]+sectors[ \t]+ms[ \t]"
-_VMDATA = r"^[ \t]*[0-9]+(?:[ \t]+[0-9]+)+(?:" + u.TS_PART + r")?[ \t]*$"
-_DISKDATA = r"^[A-Za-z][^ \t]*(?:[ \t]+[0-9]+)+(?:" + u.TS_PART + r")?[ \t]*$"
-_UNSUPPORTED = r"^[^ \t]+[ \t]+reads[ \t]+read sectors[ \t]+writes[ \t]+requested writes|^Cache[ \t]+Num[ \t]+Total"
+_SUMMARY = r"^[ \t]*([0-9]+)[ \t]+(?:([KkMm])[ \t]+)?([A-Za-z][A-Za-z0-9/()_ -]*?)[ \t]*$"
+_KINDS = (  # line kind -> pattern; the first that matches wins, else 'other'
+    ("blank", r"^[ \t]*$"),
+    ("group", r"^[ \t]*-*procs-*[ \t]+-+memory|^[ \t]*disk-[ \t]+-+reads"),
+    ("vmhdr", _VMHDR),
+    ("diskhdr", r"^[ \t]+total[ \t]+merged[ \t]+sectors[ \t]+ms[ \t]"),
+    ("vm", r"^[ \t]*[0-9]+(?:[ \t]+[0-9]+)+(?:" + _STAMP + r")?[ \t]*$"),
+    ("disk", r"^[A-Za-z][^ \t]*(?:[ \t]+[0-9]+)+(?:" + _STAMP + r")?[ \t]*$"),
+    ("summary", _SUMMARY),
+    ("err", r"^\s*vmstat:"),
+    (
+        "unsupported",
+        r"^[^ \t]+[ \t]+reads[ \t]+read sectors[ \t]+writes[ \t]+requested writes|^Cache[ \t]+Num[ \t]+Total",
+    ),
+)
+_SKIPPED = {
+    "err": "vmstat error message",
+    "unsupported": "unsupported vmstat mode (-p partition / -m slabinfo)",
+    "other": "unrecognized line",
+    "truncated": "truncated last line (no trailing newline)",
+}
 
 
 def sniff(head: str, name: str) -> float:
@@ -152,205 +180,320 @@ def sniff(head: str, name: str) -> float:
     return 0.0
 
 
-def _classify(path: Path, ends_nl: bool) -> pl.DataFrame:
-    line = pl.col("line")
-    kind = (
-        pl.when(line.str.contains(_BLANK))
-        .then(pl.lit("blank"))
-        .when(line.str.contains(_GROUP))
-        .then(pl.lit("group"))
-        .when(line.str.contains(_VMHDR))
-        .then(pl.lit("vmhdr"))
-        .when(line.str.contains(_DISKHDR))
-        .then(pl.lit("diskhdr"))
-        .when(line.str.contains(_VMDATA))
-        .then(pl.lit("vm"))
-        .when(line.str.contains(_DISKDATA))
-        .then(pl.lit("disk"))
-        .when(line.str.contains(u.SUMMARY_RE))
-        .then(pl.lit("summary"))
-        .when(line.str.contains(r"^\s*vmstat:"))
-        .then(pl.lit("err"))
-        .when(line.str.contains(_UNSUPPORTED))
-        .then(pl.lit("unsupported"))
-        .otherwise(pl.lit("other"))
-    )
-    lf = _read.read_lines(path).with_columns(kind.alias("kind"))
-    if not ends_nl:  # a last line without newline is cut unless it ends in a full timestamp
-        last = pl.col("line_no") == pl.col("line_no").max()
-        cut = last & pl.col("kind").is_in(["vm", "disk", "summary"]) & ~line.str.contains(u.TS_TAIL)
-        lf = lf.with_columns(pl.when(cut).then(pl.lit("truncated")).otherwise("kind").alias("kind"))
-    is_hdr = pl.col("kind").is_in(["vmhdr", "diskhdr"])
-    lf = lf.with_columns(
-        pl.when(is_hdr).then(line).forward_fill().alias("hdr"),
-        pl.when(is_hdr).then(pl.col("kind")).forward_fill().alias("hdr_kind"),
-        (pl.col("kind") == "diskhdr").cum_sum().alias("disk_block"),
-        (pl.col("kind") == "vm").cum_sum().alias("vm_idx"),
-    )
-    return lf.collect(engine="streaming")
+@dataclass
+class Command:
+    """What the recorded command line says about the output (all None when unknown)."""
+
+    known: bool = False
+    unit: str | None = None
+    no_first: bool = False
+    delay_s: float | None = None
+    tz_env: str | None = None
 
 
-def _vm_rows(
-    rows: pl.DataFrame, scale: float, zone: str | None, notes: list[str]
-) -> tuple[pl.DataFrame | None, int]:
-    """Rows under one vmstat header -> (string/typed frame, rows skipped for field count)."""
-    names = str(rows["hdr"][0]).split()
-    abbrev = names[-1] if names[-1] not in _VM else None
-    cols = names[:-1] if abbrev else names
-    if len(set(cols)) != len(cols):
-        notes.append("vmstat header with duplicate column names: its rows skipped")
-        return None, rows.height
-    unknown = [c for c in cols if c not in _VM]
-    if unknown:
-        notes.append(f"vmstat columns not known, ignored: {' '.join(unknown)}")
-    # tokenize: whitespace split (values can be wider than their header)
-    tok = pl.col("tok")
-    lf = rows.lazy().with_columns(pl.col("line").str.extract_all(r"[^ \t]+").alias("tok"))
-    ok = tok.list.len() == len(cols) + (2 if abbrev else 0)
-    if abbrev:
-        ok = ok & tok.list.get(len(cols), null_on_oob=True).str.contains(r"^[0-9]{4}-")
-    lf = lf.filter(ok)
-    if abbrev:
-        stamp = tok.list.get(len(cols)) + " " + tok.list.get(len(cols) + 1)
-        ts = u.printed_ts(stamp, abbrev, zone, notes)
-        sel = [ts.alias("ts"), pl.when(ts.is_not_null()).then(pl.lit("printed")).alias("ts_source")]
-    else:
-        derived = pl.col("ts_derived")
-        sel = [
-            derived.alias("ts"),
-            pl.when(derived.is_not_null()).then(pl.lit("derived")).alias("ts_source"),
+def parse_command(command: str | None) -> Command:
+    """Read `-S/--unit`, `-y/--no-first`, the delay and a `TZ=` prefix after the vmstat word."""
+    try:
+        words = shlex.split(command or "")
+    except ValueError:
+        words = (command or "").split()
+    idx = next((i for i, w in enumerate(words) if Path(w).name == "vmstat"), None)
+    if idx is None:
+        return Command()
+    cmd = Command(known=True, unit="K")
+    for w in words[:idx]:
+        if w.startswith("TZ="):
+            cmd.tz_env = w[3:] or None
+    args, positional, i = words[idx + 1 :], [], 0
+    while i < len(args):
+        w, val = args[i], None
+        if w.startswith("--"):
+            name, _, val = w[2:].partition("=")
+            cmd.no_first = cmd.no_first or name == "no-first"
+            if name in ("unit", "partition") and not val and i + 1 < len(args):
+                i += 1  # the option's value is the next word
+                val = args[i]
+            if name == "unit":
+                cmd.unit = val or cmd.unit
+        elif w.startswith("-") and len(w) > 1:
+            for j, ch in enumerate(w[1:], start=1):
+                if ch in "Sp":  # an option with a value: the rest of the word, or the next word
+                    val = w[j + 1 :]
+                    if not val and i + 1 < len(args):
+                        i += 1
+                        val = args[i]
+                    cmd.unit = (val or cmd.unit) if ch == "S" else cmd.unit
+                    break
+                cmd.no_first = cmd.no_first or ch == "y"
+        else:
+            positional.append(w)
+        i += 1
+    try:
+        delay = float(positional[0]) if positional else 0.0
+    except ValueError:
+        delay = 0.0
+    cmd.delay_s = delay if delay > 0 else None
+    return cmd
+
+
+def resolve_zone(name: str | None) -> str | None:
+    """An IANA zone usable by polars for ``name`` ('UTC' for UTC spellings), else None."""
+    if not name:
+        return None
+    if name.upper() in _UTC:
+        return "UTC"
+    try:
+        ZoneInfo(name)
+    except (ValueError, OSError, KeyError):
+        return None
+    return name
+
+
+def _printed_ts(stamp: pl.Expr, abbrev: str, zone: str | None, notes: list[str]) -> pl.Expr:
+    """'YYYY-MM-DD HH:MM:SS' printed in zone ``abbrev`` -> UTC (``zone``: the host's)."""
+    utc = abbrev.upper() in _UTC
+    if not utc and zone is None:
+        notes.append(
+            f"timestamps printed in zone {abbrev!r} but the host time zone is unknown: "
+            "assumed UTC (may be off by that zone's UTC offset)"
+        )
+    elif not utc:
+        notes.append(f"timestamps printed in zone {abbrev!r} interpreted in {zone}")
+    naive = stamp.str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S", strict=False)
+    return local_to_utc(naive, None if utc else zone)
+
+
+def _check_abbrev(abbrev: str, zone: str | None, first: datetime, notes: list[str]) -> None:
+    """Note when the zone name vmstat printed is not what ``zone`` calls itself at ``first``."""
+    if zone and zone != "UTC" and abbrev.upper() not in _UTC:
+        actual = first.astimezone(ZoneInfo(zone)).tzname()
+        if actual and actual != abbrev:
+            notes.append(
+                f"vmstat printed zone {abbrev!r} but {zone} is {actual!r} at {first:%Y-%m-%d}"
+            )
+
+
+def _derived_ts(idx: pl.Expr, start: datetime | None, interval_s: float | None) -> pl.Expr:
+    """capture_start + idx × interval (UTC), or NULL when either is unknown."""
+    if start is None or interval_s is None:
+        return pl.lit(None, dtype=base.TS)
+    step_us = round(interval_s * 1_000_000)
+    return pl.lit(start).cast(base.TS) + pl.duration(microseconds=idx.cast(pl.Int64) * step_us)
+
+
+@dataclass
+class _State:
+    """What one block hands the next: the header above, sample and report counts, the
+    header layouts met (vm and disk), and per table the ts sources for the notes."""
+
+    scale: float
+    zone: str | None
+    no_first: bool
+    start: datetime | None
+    interval: float | None
+    hdr: str | None = None
+    n_vm: int = 0
+    n_disk_hdr: int = 0
+    layouts: dict[str, dict[str | None, int]] = field(
+        default_factory=lambda: {"vm": {}, "disk": {}}
+    )
+    checked: set[str] = field(default_factory=set)  # headers whose zone name was checked
+    seen: Counter[str] = field(default_factory=Counter)  # lines per kind
+    sources: dict[str, Counter] = field(default_factory=dict)  # table -> ts_source counts
+
+
+def _typed(
+    rows: pl.DataFrame, hdr: str, table: str, st: _State, notes: list[str]
+) -> pl.DataFrame | None:
+    """Rows under the header line ``hdr`` -> typed rows (None: the header is unusable).
+
+    Columns by header name (vmstat) or the fixed -d layout; fields are whitespace-split
+    (values can be wider than their header); rows with another field count are left out."""
+    names, tok = hdr.split(), pl.col("tok")
+    if table == "vmstat_disk":
+        abbrev = names[10] if len(names) == 11 else None
+        if tuple(names[:10]) != _DISK_HEADER or len(names) > 11:
+            return None
+        n = 11
+        sel = [tok.list.get(0).alias("disk")]
+        sel += [
+            tok.list.get(i + 1).str.strip_chars().cast(pl.Int64, strict=False).alias(c)
+            for i, c in enumerate(_DISK_COLS)
         ]
-    # type: one cast per known column, by header name
-    for i, c in enumerate(cols):
-        if c not in _VM:
-            continue
-        out, kind = _VM[c]
-        num = tok.list.get(i).cast(pl.Int64, strict=False)
-        if kind == "mem" and scale != 1.0:
-            num = (num * scale).round(0).cast(pl.Int64, strict=False)
-        elif kind == "swap":
-            num = num.cast(pl.Float64) * scale
-        elif kind == "f":
-            num = num.cast(pl.Float64)
-        sel.append(num.alias(out))
-    s = lf.select(pl.col("since_boot"), *sel).collect()
-    if abbrev and s.height:
-        u.check_abbrev(abbrev, zone, s["ts"].drop_nulls().first(), notes)  # type: ignore[arg-type]
-    return s, rows.height - s.height
+    else:
+        abbrev = names[-1] if names[-1] not in _VM else None
+        cols = names[:-1] if abbrev else names
+        if len(set(cols)) != len(cols):
+            notes.append("vmstat header with duplicate column names: its rows skipped")
+            return None
+        if unknown := [c for c in cols if c not in _VM]:
+            notes.append(f"vmstat columns not known, ignored: {' '.join(unknown)}")
+        n, sel = len(cols), [pl.col("since_boot")]
+        for i, c in enumerate(cols):
+            if c in _VM:
+                out, kind = _VM[c]
+                num = tok.list.get(i).cast(pl.Int64, strict=False)
+                if kind == "mem" and st.scale != 1.0:
+                    num = (num * st.scale).round(0).cast(pl.Int64, strict=False)
+                elif kind == "swap":
+                    num = num.cast(pl.Float64) * st.scale
+                elif kind == "f":
+                    num = num.cast(pl.Float64)
+                sel.append(num.alias(out))
+    ok = tok.list.len() == n + (2 if abbrev else 0)
+    if abbrev:
+        if table == "vmstat":
+            ok &= tok.list.get(n, null_on_oob=True).str.contains(r"^[0-9]{4}-")
+        ts = _printed_ts(tok.list.get(n) + " " + tok.list.get(n + 1), abbrev, st.zone, notes)
+    else:
+        ts = pl.col("ts_derived")
+    source = pl.when(ts.is_not_null()).then(pl.lit("printed" if abbrev else "derived"))
+    out = rows.lazy().with_columns(pl.col("line").str.extract_all(r"[^ \t]+").alias("tok"))
+    out = out.filter(ok).select("line_no", ts.alias("ts"), source.alias("ts_source"), *sel)
+    out = out.collect()
+    if table == "vmstat" and abbrev and hdr not in st.checked and out["ts"].drop_nulls().len():
+        st.checked.add(hdr)
+        _check_abbrev(abbrev, st.zone, out["ts"].drop_nulls()[0], notes)
+    return out
+
+
+def _summary(rows: pl.DataFrame) -> pl.DataFrame:
+    """`vmstat -s` / `-D` lines (`   24684084 K total memory`) -> key, value (kB for memory), unit."""
+    g = pl.col("line").str.extract_groups(_SUMMARY)
+    num, u = g.struct.field("1").cast(pl.Int64, strict=False), g.struct.field("2")
+    label = g.struct.field("3").str.to_lowercase()
+    factor = u.replace_strict(UNIT_BYTES, default=None, return_dtype=pl.Float64) / 1024
+    value = (
+        pl.when(u.is_null())
+        .then(num)
+        .otherwise((num * factor).round(0).cast(pl.Int64, strict=False))
+    )
+    unit = pl.lit("count")
+    for cond, name in (
+        (label.str.starts_with("pages"), "pages"),
+        (label == "boot time", "epoch_s"),
+        (label.str.contains("sectors"), "sectors"),
+        (label.str.starts_with("milli"), "ms"),
+        (label.str.ends_with("ticks"), "ticks"),
+        (u.is_not_null(), "kB"),
+    ):
+        unit = pl.when(cond).then(pl.lit(name)).otherwise(unit)
+    key = label.str.replace_all(r"[^a-z0-9]+", "_").str.strip_chars("_")
+    return rows.select(key.alias("key"), value.alias("value"), unit.alias("unit"))
+
+
+def _block(block: _blocks.Block, st: _State, cov: base.Coverage) -> dict[str, pl.DataFrame]:
+    """Classify one block's lines, count them, type its rows; carry the state on."""
+    line = pl.col("line")
+    kind = pl.lit("other")
+    for name, rx in reversed(_KINDS):
+        kind = pl.when(line.str.contains(rx)).then(pl.lit(name)).otherwise(kind)
+    df = block.lines.with_columns(kind.alias("kind"))
+    if block.last and not block.data.endswith(b"\n"):  # a cut last line, unless its stamp is whole
+        cut = (
+            (pl.col("line_no") == pl.col("line_no").max())
+            & pl.col("kind").is_in(["vm", "disk", "summary"])
+            & ~line.str.contains(_STAMP + r"\s*$")
+        )
+        df = df.with_columns(pl.when(cut).then(pl.lit("truncated")).otherwise("kind").alias("kind"))
+    is_hdr, k = pl.col("kind").is_in(["vmhdr", "diskhdr"]), pl.col("kind")
+    idx = pl.when(k == "vm").then((k == "vm").cum_sum() + st.n_vm)
+    idx = idx.otherwise((k == "diskhdr").cum_sum() + st.n_disk_hdr) - 1
+    df = df.with_columns(
+        pl.when(is_hdr).then(line).forward_fill().fill_null(pl.lit(st.hdr, pl.String)).alias("hdr"),
+        _derived_ts(idx, st.start, st.interval).alias("ts_derived"),
+        ((idx == 0) & (k == "vm") & pl.lit(not st.no_first)).alias("since_boot"),
+    )
+    counts = dict(df.group_by("kind").len().iter_rows())
+    cov.total += df.height
+    cov.add_structure("blank", counts.get("blank", 0))
+    cov.add_structure("header", sum(counts.get(x, 0) for x in ("group", "vmhdr", "diskhdr")))
+    for x, reason in _SKIPPED.items():
+        cov.add_skipped(reason, counts.get(x, 0))
+    st.seen.update(counts)
+    st.n_vm += counts.get("vm", 0)
+    st.n_disk_hdr += counts.get("diskhdr", 0)
+    if df.height:
+        st.hdr = df["hdr"][-1]
+    out: dict[str, pl.DataFrame] = {}
+    for table, row_kind, what in (
+        ("vmstat", "vm", "sample row without a vmstat header above it"),
+        ("vmstat_disk", "disk", "disk row without a vmstat -d header above it"),
+    ):
+        rows, layouts, frames = df.filter(k == row_kind), st.layouts[row_kind], []
+        for h in rows.get_column("hdr").unique(maintain_order=True).to_list():
+            part = (
+                rows.filter(pl.col("hdr") == h)
+                if h is not None
+                else rows.filter(pl.col("hdr").is_null())
+            )
+            n = layouts.setdefault(h, len(layouts))
+            if h is None or (re.match(_VMHDR, h) is None) == (table == "vmstat"):
+                cov.add_skipped(what, part.height)
+                continue
+            if n >= _MAX_LAYOUTS:
+                cov.add_skipped(f"more than {_MAX_LAYOUTS} distinct header layouts", part.height)
+                continue
+            frame = _typed(part, h, table, st, cov.notes)
+            cov.add_skipped(_MISFIT, part.height - (frame.height if frame is not None else 0))
+            if frame is not None and frame.height:
+                frames.append(frame)
+        if frames:
+            out[table] = pl.concat(frames, how="diagonal_relaxed").sort("line_no").drop("line_no")
+    summary = k == "summary"
+    cov.add_skipped("unrecognized line", df.filter(summary & pl.col("hdr").is_not_null()).height)
+    rows = df.filter(summary & pl.col("hdr").is_null())  # -s/-D never follow a header
+    if rows.height:
+        out["vmstat_summary"] = _summary(rows)
+    for table, frame in out.items():
+        cov.parsed += frame.height
+        if table != "vmstat_summary":  # ts_source is NULL where ts is
+            st.sources.setdefault(table, Counter()).update(frame["ts_source"].to_list())
+    return out
 
 
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one vmstat output file into the ``vmstat``, ``vmstat_disk``, ``vmstat_summary`` tables."""
     cov = base.Coverage()
     notes = cov.notes
-    if _read.needs_utf8_repair(path):
-        notes.append("file is not valid UTF-8: invalid bytes replaced")
-    df = _classify(path, u.file_ends_with_newline(path))
-    cov.total = df.height
-    counts = dict(df.group_by("kind").len().iter_rows())
-    cov.add_structure("blank", counts.get("blank", 0))
-    cov.add_structure("header", sum(counts.get(k, 0) for k in ("group", "vmhdr", "diskhdr")))
-    cov.add_skipped("vmstat error message", counts.get("err", 0))
-    cov.add_skipped(
-        "unsupported vmstat mode (-p partition / -m slabinfo)", counts.get("unsupported", 0)
-    )
-    cov.add_skipped("unrecognized line", counts.get("other", 0))
-    cov.add_skipped("truncated last line (no trailing newline)", counts.get("truncated", 0))
-    recognized = sum(
-        counts.get(k, 0)
-        for k in ("group", "vmhdr", "diskhdr", "vm", "disk", "summary", "truncated")
-    )
-    if recognized == 0 and counts.get("other", 0) + counts.get("unsupported", 0) > 0:
-        raise ParseError(f"{ctx.file_name or path.name}: no vmstat header, sample or summary line")
-
-    cmd = u.parse_command(ctx.command)
-    unit = cmd.unit if cmd.unit in u.UNIT_BYTES else "K"
-    scale = u.UNIT_BYTES[unit] / 1024
-    zone = u.resolve_zone(cmd.tz_env) or u.resolve_zone(ctx.tz)
-    if ctx.tz and not u.resolve_zone(ctx.tz) and not cmd.tz_env:
+    cmd = parse_command(ctx.command)
+    unit = cmd.unit if cmd.unit in UNIT_BYTES else "K"
+    if ctx.tz and not resolve_zone(ctx.tz) and not cmd.tz_env:
         notes.append(f"host time zone {ctx.tz!r} is not an IANA zone name: not used")
     interval = ctx.interval_s if ctx.interval_s else cmd.delay_s
     if cmd.known and cmd.delay_s is None:
         interval = None  # a one-shot report: no series to place in time
-
-    tables: dict[str, pl.DataFrame | pl.LazyFrame] = {}
-    vm = df.filter(pl.col("kind") == "vm").with_columns(
-        u.derived_ts(pl.col("vm_idx") - 1, ctx.capture_start, interval).alias("ts_derived"),
-        ((pl.col("vm_idx") == 1) & pl.lit(not cmd.no_first)).alias("since_boot"),
-    )
-    disk = df.filter(pl.col("kind") == "disk").with_columns(
-        u.derived_ts(pl.col("disk_block") - 1, ctx.capture_start, interval).alias("ts_derived")
-    )
-    parts, dparts = [], []
-    for n, h in enumerate(vm.get_column("hdr").unique(maintain_order=True).to_list()):
-        rows = (
-            vm.filter(pl.col("hdr") == h) if h is not None else vm.filter(pl.col("hdr").is_null())
-        )
-        if h is None or rows["hdr_kind"][0] != "vmhdr":
-            cov.add_skipped("sample row without a vmstat header above it", rows.height)
-            continue
-        if n >= _MAX_LAYOUTS:
-            cov.add_skipped(f"more than {_MAX_LAYOUTS} distinct header layouts", rows.height)
-            continue
-        frame, bad = _vm_rows(rows, scale, zone, notes)
-        cov.add_skipped(_MISFIT, bad)
-        if frame is not None and frame.height:
-            parts.append(frame)
-    for n, h in enumerate(disk.get_column("hdr").unique(maintain_order=True).to_list()):
-        rows = (
-            disk.filter(pl.col("hdr") == h)
-            if h is not None
-            else disk.filter(pl.col("hdr").is_null())
-        )
-        if h is None or rows["hdr_kind"][0] != "diskhdr":
-            cov.add_skipped("disk row without a vmstat -d header above it", rows.height)
-            continue
-        if n >= _MAX_LAYOUTS:
-            cov.add_skipped(f"more than {_MAX_LAYOUTS} distinct header layouts", rows.height)
-            continue
-        frame, bad = u.disk_rows(rows, zone, notes)
-        cov.add_skipped(_MISFIT, bad)
-        if frame is not None and frame.height:
-            dparts.append(frame)
-    in_report = (pl.col("kind") == "summary") & pl.col("hdr").is_not_null()
-    cov.add_skipped("unrecognized line", df.filter(in_report).height)  # -s/-D never follow a header
-    summary = u.summary_rows(df.filter((pl.col("kind") == "summary") & pl.col("hdr").is_null()))
-    for name, frames in (("vmstat", parts), ("vmstat_disk", dparts)):
-        if frames:
-            merged = pl.concat(frames, how="diagonal_relaxed")
-            tables[name] = TABLES[name].conform(merged).collect()
-            cov.parsed += tables[name].height  # type: ignore[union-attr]
-    if summary.height:
-        tables["vmstat_summary"] = TABLES["vmstat_summary"].conform(summary).collect()
-        cov.parsed += summary.height
-    if "vmstat" in tables and not cmd.known:
+    zone = resolve_zone(cmd.tz_env) or resolve_zone(ctx.tz)
+    st = _State(UNIT_BYTES[unit] / 1024, zone, cmd.no_first, ctx.capture_start, interval)
+    blocks, rows = _blocks.Blocks(path), _blocks.Rows(ctx, TABLES)
+    for block in blocks:
+        rows.put(_block(block, st, cov))
+    if blocks.repaired:
+        notes.insert(0, "file is not valid UTF-8: invalid bytes replaced")
+    found = ("group", "vmhdr", "diskhdr", "vm", "disk", "summary", "truncated")
+    if not sum(st.seen[k] for k in found) and st.seen["other"] + st.seen["unsupported"]:
+        raise ParseError(f"{ctx.file_name or path.name}: no vmstat header, sample or summary line")
+    if "vmstat" in st.sources and not cmd.known:
         notes.append(
             "no vmstat command line known: memory in KiB (no -S) and a since-boot first row (no -y) assumed"
         )
-    elif "vmstat" in tables and cmd.unit not in u.UNIT_BYTES:
+    elif "vmstat" in st.sources and cmd.unit not in UNIT_BYTES:
         notes.append(f"unknown -S unit {cmd.unit!r}: KiB assumed")
-    _time_notes(tables, interval, notes)
+    for table in ("vmstat", "vmstat_disk"):
+        src = st.sources.get(table, Counter())
+        derived, printed, null = src["derived"], src["printed"], src[None]
+        if derived:
+            notes.append(
+                f"{table}: rows without -t timestamps placed at capture start + i × {interval} s (ts_source=derived)"
+            )
+        if null and not printed and not derived:
+            notes.append(
+                f"{table}: no -t timestamps and no capture start/interval known: ts is NULL"
+            )
+        elif null:
+            notes.append(
+                f"{table}: {null} rows have NULL ts (unparsable or non-existent local time)"
+            )
     cov.notes[:] = list(dict.fromkeys(notes))
     meta = {"memory_unit": unit, "command": ctx.command}
-    return base.ParseResult(tables=tables, coverage=cov, meta=meta)
-
-
-def _time_notes(tables: dict, interval: float | None, notes: list[str]) -> None:
-    for name in ("vmstat", "vmstat_disk"):
-        t = tables.get(name)
-        if t is None or t.height == 0:
-            continue
-        src = t["ts_source"]
-        if (src == "derived").any():
-            notes.append(
-                f"{name}: rows without -t timestamps placed at capture start + i × {interval} s (ts_source=derived)"
-            )
-        n_null = t["ts"].null_count()
-        if n_null and (src == "printed").sum() == 0 and not (src == "derived").any():
-            notes.append(
-                f"{name}: no -t timestamps and no capture start/interval known: ts is NULL"
-            )
-        elif n_null:
-            notes.append(
-                f"{name}: {n_null} rows have NULL ts (unparsable or non-existent local time)"
-            )
+    return base.ParseResult(tables=rows.tables(), coverage=cov, meta=meta)

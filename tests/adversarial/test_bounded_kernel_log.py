@@ -18,7 +18,7 @@ import pytest
 from conftest import Jail
 from hostile import FIX, VMSTAT, Outcome, analyze
 
-from analyzer.parsers import _blocks, _dmesg_classify, _dmesg_tokens, base, dmesg
+from analyzer.parsers import _blocks, _dmesg_events, base, dmesg
 
 # The capture: 17:00-18:10 UTC, booted at 17:00:00 (raw uptimes go on the wall clock).
 MANIFEST = {
@@ -232,8 +232,8 @@ def test_a_long_kernel_log_streams_in_blocks_with_the_one_block_result(
 ) -> None:
     # Small bounds so that a small file has events cut by MAX_EVENT_LINES, records cut by
     # MAX_CONT_LINES, blocks that split OOM reports: the rows must not depend on the blocks.
-    monkeypatch.setattr(_dmesg_classify, "MAX_EVENT_LINES", 300)
-    monkeypatch.setattr(_dmesg_tokens, "MAX_CONT_LINES", 40)
+    monkeypatch.setattr(_dmesg_events, "MAX_EVENT_LINES", 300)
+    monkeypatch.setattr(dmesg, "MAX_CONT_LINES", 40)
     oom = (
         FIX / "dmesg" / "local-debian12-utillinux2.38.1-kernel6.18__memcg-oom__dmesg-raw.txt"
     ).read_text()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from blockwise import assert_same_as_one_block
 from golden import check, fixture_of
 
 from analyzer.errors import ParseError
@@ -186,3 +187,48 @@ def test_text_that_is_no_exposition_is_refused(tmp_path: Path) -> None:
     assert app_metrics.sniff(p.read_text(), p.name) == 0.0
     with pytest.raises(ParseError):
         _parse(p)
+
+
+MIXED = (
+    "stray line before any scrape\n"
+    "# hindsight-scrape begin 100.0 http://h:1/metrics\n"
+    "# TYPE g gauge\ng 1\n\n"
+    "# hindsight-scrape end 100.1 rc=0 bytes=9 truncated=0 dur_ms=1.0\n"
+    "stray line between scrapes\n"
+    "# hindsight-scrape end 100.2 rc=0 bytes=9 truncated=0 dur_ms=1.0\n"
+    "# hindsight-scrape begin 101.0 http://h:1/metrics\n"
+    "# hindsight-scrape end 101.8 rc=28 bytes=0 truncated=0 dur_ms=800.0 error=timed out\n"
+    "# hindsight-scrape begin 102.0 http://h:1/metrics\n"
+    "# TYPE g gauge\ng 2\n"
+    "# hindsight-scrape begin 103.0 http://h:1/metrics\n"
+    "# TYPE c counter\nc_total 5\n# EOF\n"
+    "# hindsight-scrape end 103.1 rc=0 bytes=9 truncated=1 dur_ms=1.0\n"
+    "# hindsight-scrape begin 104.0 http://h:1/metrics\n"
+    "# TYPE g gauge\ng 3\n"
+)
+
+
+@pytest.mark.parametrize(
+    "name", ["local-capture__service-restart.out", "datadog-triton__densenet.prom", "mixed"]
+)
+def test_tables_do_not_depend_on_the_block_size(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, chunks = FIX / name, (5000,)
+    if name == "mixed":
+        path, chunks = tmp_path / "app_metrics_1.out", (40, 300)
+        path.write_text(MIXED)
+    assert_same_as_one_block(app_metrics, path, chunks, monkeypatch)
+
+
+def test_a_page_over_the_size_cap_is_counted_not_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = tmp_path / "app_metrics_1.out"
+    p.write_text(MIXED)
+    monkeypatch.setattr(app_metrics, "MAX_PAGE_BYTES", 30)
+    res = _parse(p)
+    big = res.tables["app_scrape"].filter(pl.col("reason") == "page too large to parse")
+    assert big.get_column("ts").dt.epoch("s").to_list() == [103]
+    assert res.coverage.skipped["page larger than 0 MiB"] == 3
+    assert_same_as_one_block(app_metrics, p, (40, 300), monkeypatch)

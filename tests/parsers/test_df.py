@@ -18,7 +18,11 @@ from analyzer.parsers import _read, base, df
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "snapshots"
 KINDS = ("df", "mounts", "mountstats", "lsblk")
-FILES = sorted(p for p in FIX.iterdir() if p.name.split("__")[-1].startswith(KINDS))
+FILES = sorted(
+    p
+    for p in FIX.iterdir()
+    if p.name.split("__")[-1].startswith(KINDS) and not p.name.endswith(".golden.json")
+)
 
 
 def _parse(name: str) -> base.ParseResult:

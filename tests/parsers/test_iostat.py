@@ -4,13 +4,17 @@ Golden values come from jc's expected JSON beside each jc ``.out`` file (an inde
 parser) and, for the local captures, local builds and sysstat test outputs, from reading
 the files by hand. The de_DE / en_US / ISO ``-x -t`` captures are separate runs (their
 numbers differ), so each is checked against its own hand-read values, and the decimal-comma
-equivalence is checked on a de_DE rendering of the C-locale file.
+equivalence is checked on a de_DE rendering of the C-locale file. Hostile edits of the real
+H200 capture (samples/h200-checkpoint-stall.tgz) check what each damage costs, with rows
+streamed to a sink and the file read in blocks of a few bytes to a few MB.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
+import tarfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,14 +24,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _read, base, iostat
+from analyzer.parsers import _blocks, _read, base, iostat
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "iostat"
-# jc__*.json are jc's expected results (golden data), not iostat output.
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "h200-checkpoint-stall.tgz"
+# jc__*.json are jc's expected results (golden data), not iostat output; *.golden.json
+# are what the parse stage stores (tests/parsers_digest/test_golden.py).
 OUTPUTS = sorted(
     p
     for p in FIX.iterdir()
-    if p.name != "PROVENANCE.md" and not (p.name.startswith("jc__") and p.suffix == ".json")
+    if p.name != "PROVENANCE.md"
+    and not p.name.endswith(".golden.json")
+    and not (p.name.startswith("jc__") and p.suffix == ".json")
 )
 JC_PAIRS = sorted(
     p for p in OUTPUTS if p.name.startswith("jc__") and p.with_suffix(".json").exists()
@@ -331,3 +339,143 @@ def test_sniff_recognizes_renamed_fixtures(name: str) -> None:
 )
 def test_sniff_rejects_other_tools(text: str) -> None:
     assert iostat.sniff(text, "iostat.out") < 0.5
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The H200 capture's ``iostat -t -x -y 1 160`` text and ``-o JSON`` files."""
+    out = tmp_path_factory.mktemp("real")
+    with tarfile.open(SAMPLE) as tar:
+        for m in tar.getmembers():
+            name = m.name.rsplit("/", 1)[-1]
+            if name in ("iostat.out", "iostat_json.out"):
+                f = tar.extractfile(m)
+                assert f is not None
+                (out / name).write_bytes(f.read())
+    return {p.name: p for p in out.iterdir()}
+
+
+def _streamed(path: Path, **kw: object) -> base.ParseResult:
+    """The parse with a sink, as in the pipeline: the streamed frames back as tables."""
+    got: dict[str, list[pl.DataFrame]] = {}
+    ctx = base.ParseContext(file_name=path.name, sink=lambda n, f: got.setdefault(n, []).append(f))
+    for k, v in kw.items():
+        setattr(ctx, k, v)
+    res = iostat.parse(path, ctx)
+    res.coverage.check()
+    assert not res.tables or not got, "a table both streamed and returned"
+    res.tables.update({name: pl.concat(frames) for name, frames in got.items()})
+    return res
+
+
+def _edit(edit: str, ls: list[str]) -> list[str]:
+    """``iostat.out`` of the real capture, damaged as ``edit`` says."""
+    rows = [n for n, x in enumerate(ls) if n > 60 and x.startswith("vd")]
+    i = rows[0]
+    if edit == "bad_value":
+        ls[i] = ls[i][:-6] + " x1.00"
+    elif edit == "semicolon":
+        ls[i] = ls[i][:30] + ";" + ls[i][31:]
+    elif edit == "crlf_nul":
+        ls[i] += "\r"
+        ls[i + 1] = ls[i + 1][:40] + "\x00" + ls[i + 1][40:]
+    elif edit == "cut_last":
+        ls = [*ls[:-3], ls[-3][:30]]
+    elif edit == "garbage":
+        ls = [*ls[:i], "garbage", *ls[i:]]
+    elif edit == "late_partition":  # vda1 beside the last vda only: -p output after all
+        j = max(n for n, x in enumerate(ls) if x.startswith("vda "))
+        ls = [*ls[: j + 1], ls[j].replace("vda ", "vda1", 1), *ls[j + 1 :]]
+    elif edit == "second_layout":
+        hdr = next(x for x in ls if x.startswith("Device"))
+        basic = "Device             tps    kB_read/s    kB_wrtn/s    kB_read    kB_wrtn"
+        row = "vda               1.00         0.00        12.00          0         12"
+        ls = [*ls[:i], "", basic, row, "", hdr, *ls[i:]]
+    elif edit == "bad_stamps":
+        stamps = [n for n, x in enumerate(ls) if re.match(r"\d{4}-\d\d-\d\dT", x)]
+        ls[stamps[3]] = "2026-02-30T18:45:05+0000"
+        ls[stamps[4]] = "2026-11-29T25:45:05+0000"
+    elif edit == "wide_row":
+        ls[i] = ls[i].replace("    0.00", "123456789.00", 1)
+    elif edit == "tab_and_spaces":
+        ls[i] = "vda\t" + ls[i][4:]
+        ls = [*ls[: i + 1], "      ", *ls[i + 1 :]]
+    elif edit == "cpu_row_letter":
+        n = next(n for n, x in enumerate(ls) if n > i and x.startswith("avg-cpu"))
+        ls[n + 1] = ls[n + 1][:-5] + "9x.27"
+    return ls
+
+
+#: edit -> (lines parsed less than the real file, skipped lines, device rows, notes added)
+_EDITS = {
+    "bad_value": (1, {"device row does not match its header": 1}, 319, []),
+    "semicolon": (1, {"device row does not match its header": 1}, 319, []),
+    "crlf_nul": (0, {}, 320, []),
+    "cut_last": (0, {}, 320, []),  # the cut line is a blank one
+    "garbage": (0, {"device row does not match its header": 1}, 320, []),
+    "late_partition": (-1, {}, 321, []),
+    "second_layout": (-1, {}, 321, [iostat.NO_TIME_NOTE]),  # a report without its stamp
+    "bad_stamps": (0, {}, 320, [iostat.NO_TIME_NOTE]),
+    "wide_row": (0, {}, 320, []),  # read by whitespace split
+    "tab_and_spaces": (1, {"unrecognized line": 1}, 319, []),
+    "cpu_row_letter": (1, {"unrecognized line": 1}, 320, []),
+}
+
+
+@pytest.mark.parametrize("edit", list(_EDITS))
+def test_damage_to_a_real_capture_costs_only_the_damaged_lines(real, edit, tmp_path) -> None:
+    path = tmp_path / "iostat.out"
+    path.write_text("\n".join(_edit(edit, real["iostat.out"].read_text().split("\n"))))
+    cmd = "iostat -t -x -y 1 160"
+    clean, res = _streamed(real["iostat.out"], command=cmd), _streamed(path, command=cmd)
+    less, skipped, rows, notes = _EDITS[edit]
+    assert clean.coverage.parsed - res.coverage.parsed == less
+    assert res.coverage.skipped == skipped
+    assert _t(res, "iostat_device").height == rows
+    assert res.coverage.notes == clean.coverage.notes + notes
+
+
+def test_a_partition_anywhere_in_the_file_sets_is_partition_on_every_row(real, tmp_path) -> None:
+    path = tmp_path / "iostat.out"
+    path.write_text("\n".join(_edit("late_partition", real["iostat.out"].read_text().split("\n"))))
+    dev = _t(_streamed(path), "iostat_device")
+    flags = dev.group_by("device").agg(pl.col("is_partition").unique())
+    assert dict(flags.iter_rows()) == {"vda": [False], "vda1": [True], "vdb": [False]}
+    assert _t(_streamed(real["iostat.out"]), "iostat_device")["is_partition"].null_count() == 320
+
+
+@pytest.mark.parametrize("name", ["iostat.out", "iostat_json.out"])
+def test_rows_of_the_real_capture_go_to_the_sink(real, name) -> None:
+    got: dict[str, int] = {}
+    ctx = base.ParseContext(
+        file_name=name, tz="UTC", sink=lambda n, f: got.update({n: got.get(n, 0) + f.height})
+    )
+    res = iostat.parse(real[name], ctx)
+    assert res.tables == {} and got == {"iostat_device": 320, "iostat_cpu": 160}
+    assert res.coverage.parsed == 480
+
+
+def test_invalid_utf8_is_replaced_and_noted(real, tmp_path) -> None:
+    data = bytearray(real["iostat.out"].read_bytes())
+    at = data.index(b"\n", len(data) * 2 // 3) + 3  # inside a line far from the start
+    data[at : at + 1] = b"\xff"
+    path = tmp_path / "iostat.out"
+    path.write_bytes(bytes(data))
+    res = _streamed(path)
+    assert res.coverage.notes[0] == "file is not valid UTF-8: invalid bytes replaced"
+    assert res.coverage.parsed == 480
+
+
+@pytest.mark.parametrize("chunk", [61, 4096])
+@pytest.mark.parametrize(
+    "name", ["iostat.out", "iostat_json.out", L + "x-human-1-2.txt", T + "-p-ALL", T + "-g"]
+)
+def test_tables_do_not_depend_on_the_block_size(real, name, chunk, monkeypatch) -> None:
+    path = real.get(name, FIX / name)
+    whole = _streamed(path, tz="UTC")
+    monkeypatch.setattr(_blocks, "CHUNK_BYTES", chunk)
+    blocks = _streamed(path, tz="UTC")
+    assert set(blocks.tables) == set(whole.tables)
+    for table in whole.tables:
+        assert _t(blocks, table).equals(_t(whole, table)), table
+    assert blocks.coverage == whole.coverage and blocks.meta == whole.meta

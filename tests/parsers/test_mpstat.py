@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import UTC, datetime
+import re
+import tarfile
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -21,14 +23,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _read, base, mpstat
+from analyzer.parsers import _blocks, _read, base, mpstat
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "mpstat"
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "h200-checkpoint-stall.tgz"
 # jc__*.json are jc's expected results (golden data), not mpstat output.
 OUTPUTS = sorted(
     p
     for p in FIX.iterdir()
-    if p.name != "PROVENANCE.md" and not (p.name.startswith("jc__") and p.suffix == ".json")
+    if p.name != "PROVENANCE.md"
+    and not p.name.endswith(".golden.json")
+    and not (p.name.startswith("jc__") and p.suffix == ".json")
 )
 JC_PAIRS = sorted(
     p for p in OUTPUTS if p.name.startswith("jc__") and p.with_suffix(".json").exists()
@@ -271,3 +276,180 @@ def test_sniff_recognizes_renamed_fixtures(name: str) -> None:
 )
 def test_sniff_rejects_other_tools(text: str) -> None:
     assert mpstat.sniff(text, "mpstat.out") < 0.5
+
+
+# A real capture (the H200 sample): ``mpstat -P ALL 1`` and ``mpstat -I SUM,SCPU -P ALL 1``,
+# 16 CPUs, read in blocks of a few KiB so that reports, headers, layouts and the midnight
+# roll-over cross block boundaries.
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("real")
+    with tarfile.open(SAMPLE) as tar:
+        for m in tar.getmembers():
+            name = m.name.rsplit("/", 1)[-1]
+            if name in ("mpstat.out", "mpstat_irq.out"):
+                f = tar.extractfile(m)
+                assert f is not None
+                (out / name).write_bytes(f.read())
+    return {p.name: p for p in out.iterdir()}
+
+
+def _in_blocks(path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch, **kw: object):
+    """``path`` parsed in blocks of about ``chunk`` bytes, rows streamed to a sink: the
+    result, its tables put together from the streamed frames, and the number of frames."""
+    got: dict[str, list[pl.DataFrame]] = {}
+
+    def sink(name: str, frame: pl.DataFrame) -> None:
+        got.setdefault(name, []).append(frame)
+
+    monkeypatch.setattr(_blocks, "CHUNK_BYTES", chunk)
+    res = mpstat.parse(path, base.ParseContext(file_name=path.name, sink=sink, **kw))  # type: ignore[arg-type]
+    monkeypatch.undo()
+    assert res.tables == {}, "rows both streamed and returned"
+    res.coverage.check()
+    return res, {k: pl.concat(v) for k, v in got.items()}, sum(map(len, got.values()))
+
+
+def _same(a: base.ParseResult, tables: dict[str, pl.DataFrame], b: base.ParseResult) -> None:
+    assert set(tables) == set(b.tables)
+    for name, frame in tables.items():
+        assert frame.equals(_t(b, name)), name
+    for f in ("total", "parsed", "structure", "skipped", "notes"):
+        assert getattr(a.coverage, f) == getattr(b.coverage, f), f
+    assert a.meta == b.meta
+
+
+@pytest.mark.parametrize("name", ["mpstat.out", "mpstat_irq.out"])
+def test_tables_do_not_depend_on_the_block_size(real, name, monkeypatch) -> None:
+    whole = _parse(real[name], tz="UTC")
+    assert whole.coverage.parsed > 2000
+    res, tables, frames = _in_blocks(real[name], 4096, monkeypatch, tz="UTC")
+    assert frames > 20
+    _same(res, tables, whole)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64])
+@pytest.mark.parametrize(
+    "name", [L + "I-ALL-1-1.txt", T + "-APN", "jc__centos-7.7__mpstat-A-2-5.out", T + "-U"]
+)
+def test_blocks_of_a_few_bytes_give_the_same_tables(name, chunk, monkeypatch) -> None:
+    res, tables, _ = _in_blocks(FIX / name, chunk, monkeypatch)
+    _same(res, tables, _parse(FIX / name))
+
+
+def test_rows_stream_to_the_sink_when_one_is_given(real) -> None:
+    got: dict[str, int] = {}
+
+    def sink(name: str, frame: pl.DataFrame) -> None:
+        got[name] = got.get(name, 0) + frame.height
+
+    path = real["mpstat.out"]
+    res = mpstat.parse(path, base.ParseContext(file_name=path.name, tz="UTC", sink=sink))
+    assert res.tables == {}
+    assert got == {"mpstat_cpu": res.coverage.parsed} and res.coverage.parsed == 2720
+
+
+def test_local_times_are_read_in_the_zone_of_the_capture(real, monkeypatch) -> None:
+    for name, table in (("mpstat.out", "mpstat_cpu"), ("mpstat_irq.out", "mpstat_irq")):
+        utc = _t(_parse(real[name], tz="UTC"), table)["ts"]
+        _, ny, _ = _in_blocks(real[name], 8192, monkeypatch, tz="America/New_York")
+        assert utc[0] == datetime(2026, 11, 29, 18, 45, 6, tzinfo=UTC)
+        assert ((ny[table]["ts"] - utc) == timedelta(hours=5)).all()  # EST in November
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().split("\n")
+
+
+def _rows_of(lines: list[str]) -> list[int]:
+    return [n for n, x in enumerate(lines) if re.match(r"\d\d:\d\d:\d\d +(all|\d)", x)]
+
+
+def test_midnight_roll_over_carries_across_blocks(real, tmp_path, monkeypatch) -> None:
+    def later(m: re.Match) -> str:  # 18:45:05 + 5:14:52 = 23:59:57
+        t = (int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3]) + 5 * 3600 + 14 * 60 + 52) % 86400
+        return f"{t // 3600:02d}:{t // 60 % 60:02d}:{t % 60:02d}"
+
+    p = tmp_path / "mpstat.out"
+    p.write_text(
+        "\n".join(re.sub(r"^(\d\d):(\d\d):(\d\d)", later, x) for x in _lines(real["mpstat.out"]))
+    )
+    _, tables, _ = _in_blocks(p, 2048, monkeypatch, tz="UTC")
+    ts = tables["mpstat_cpu"]["ts"]
+    assert ts.is_sorted() and ts.null_count() == 0
+    assert ts[0] == datetime(2026, 11, 29, 23, 59, 58, tzinfo=UTC)
+    assert ts[-1] - ts[0] == timedelta(seconds=159)  # 160 reports, one a second
+
+
+def test_a_row_wider_than_its_header_is_read_by_whitespace_split(real, tmp_path) -> None:
+    ls = _lines(real["mpstat_irq.out"])
+    n = next(i for i in _rows_of(ls) if len(ls[i]) > 100)  # a -I SCPU row (11 columns)
+    ls[n] = ls[n][:-11] + " 12345678.50"  # RCU/s pushes the row one column right
+    p = tmp_path / "mpstat_irq.out"
+    p.write_text("\n".join(ls))
+    irq = _t(_parse(p, tz="UTC"), "mpstat_irq")
+    cpu = int(ls[n].split()[1])
+    t = datetime.strptime("2026-11-29 " + ls[n][:8], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+    row = irq.filter((pl.col("ts") == t) & (pl.col("cpu") == cpu) & (pl.col("kind") == "soft"))
+    assert row["irq"].to_list()[-1] == "RCU" and row["per_s"][-1] == 12345678.5
+    assert row["per_s"].to_list()[:-1] == [float(v) for v in ls[n].split()[2:-1]]
+
+
+def test_a_value_that_does_not_read_skips_its_row_or_only_that_interrupt(real, tmp_path) -> None:
+    for name, table, skipped in (
+        ("mpstat.out", "mpstat_cpu", {"row does not match its header": 1}),
+        ("mpstat_irq.out", "mpstat_irq", {}),  # the row's other 9 softirqs are kept
+    ):
+        ls = _lines(real[name])
+        n = next(i for i in _rows_of(ls) if len(ls[i]) > 90)
+        ls[n] = ls[n][:-6] + " x1.00"  # the last column
+        p = tmp_path / name
+        p.write_text("\n".join(ls))
+        res = _parse(p, tz="UTC")
+        clean = _t(_parse(real[name], tz="UTC"), table)
+        assert _t(res, table).height == clean.height - 1
+        assert res.coverage.skipped == skipped
+
+
+def test_a_banner_after_the_first_block_still_dates_every_row(real, tmp_path, monkeypatch) -> None:
+    ls = _lines(real["mpstat.out"])
+    p = tmp_path / "mpstat.out"
+    p.write_text("\n".join([*ls[2:1500], ls[0], *ls[1500:]]))  # the banner moved down
+    res, tables, _ = _in_blocks(p, 4096, monkeypatch, tz="UTC")
+    ts = tables["mpstat_cpu"]["ts"]
+    assert ts.null_count() == 0 and ts[0] == datetime(2026, 11, 29, 18, 45, 6, tzinfo=UTC)
+    assert res.meta["date"] == "2026-11-29" and res.coverage.structure["banner"] == 1
+
+
+def test_not_utf8_bytes_are_replaced_and_counted(real, tmp_path, monkeypatch) -> None:
+    data = bytearray(real["mpstat.out"].read_bytes())
+    at = data.index(b"\n", len(data) * 2 // 3) + 3  # a row's time: 18:\xff...
+    data[at : at + 1] = b"\xff"
+    p = tmp_path / "mpstat.out"
+    p.write_bytes(bytes(data))
+    res, tables, _ = _in_blocks(p, 8192, monkeypatch, tz="UTC")
+    assert res.coverage.notes == ["file is not valid UTF-8: invalid bytes replaced"]
+    assert res.coverage.skipped == {"unrecognized line": 1}
+    assert tables["mpstat_cpu"].height == 2719
+
+
+def test_rows_before_any_header_and_past_64_layouts_are_skipped(tmp_path) -> None:
+    hdr = "17:23:36     CPU    %usr   %nice    %sys %iowait    %irq   %soft  %steal  %guest  %gnice   %idle"
+    row = "17:23:37     all   56.00    0.00   43.00    0.00    0.00    1.00    0.00    0.00    0.00    0.00"
+    ls = ["Linux 6.1 (vm) \t11/29/26 \t_x86_64_\t(2 CPU)", "", row]
+    for i in range(66):  # one more blank column before the time each time: a new layout
+        ls += [
+            "",
+            hdr.replace("CPU ", "CPU" + " " * (i + 1)),
+            row.replace("all ", "all" + " " * (i + 1)),
+        ]
+    p = tmp_path / "data.txt"
+    p.write_text("\n".join(ls) + "\n")
+    res = _parse(p, tz="UTC")
+    assert res.coverage.parsed == 64
+    assert res.coverage.skipped == {
+        "row without a table header above it": 1,
+        "more than 64 distinct header layouts": 2,
+    }

@@ -13,19 +13,16 @@ import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import blockwise
-import numpy as np
-import polars as pl
 import pytest
 from blockwise import assert_same_as_one_block
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _blocks, _dmon_fast, _read, base, nvidia_dmon
+from analyzer.parsers import _read, base, nvidia_dmon
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
-DMON = sorted(p for p in FIX.iterdir() if "dmon" in p.name)
+DMON = sorted(p for p in FIX.iterdir() if "dmon" in p.name and p.suffix != ".json")
 OLD = FIX / "gh-issue__DeepSpeech-178__dmon-s-pucvmet-4gpu-2016.txt"
 ERR = FIX / "gh-issue__nvidia-patch-89__dmon-pmon-not-supported.txt"
 
@@ -110,6 +107,13 @@ def test_dt_output_multi_gpu_repeated_header_and_dash_as_null(tmp_path: Path) ->
     assert other["metric"].unique().to_list() == ["nvlrx"] and other["unit"][0] == "MB/s"
     assert other["value"].to_list() == [5.0, None, 1.0]
     assert not any("assumed" in n for n in res.coverage.notes)
+
+
+def test_crlf_line_ends_give_the_same_tables(tmp_path: Path) -> None:
+    want = _parse(_write(tmp_path, DT), tz="UTC").tables
+    got = _parse(_write(tmp_path, DT.replace("\n", "\r\n"), "crlf.txt"), tz="UTC").tables
+    assert sorted(got) == sorted(want)
+    assert all(got[n].equals(want[n], null_equal=True) for n in want)
 
 
 def test_dt_times_read_in_context_timezone(tmp_path: Path) -> None:
@@ -202,7 +206,7 @@ def test_mutated_input_never_crashes(tmp_path: Path, seed: int, which: str, mode
     res.coverage.check()
 
 
-# --- reading in blocks, and rows typed from their bytes (analyzer/parsers/_dmon_fast.py) --
+# --- reading in blocks, and rows that do not look like dmon's --------------------------
 
 
 def _time_only_text() -> str:
@@ -250,84 +254,57 @@ def test_blocks_of_any_size_give_the_one_block_result(
     assert_same_as_one_block(nvidia_dmon, path, (300, 2000), monkeypatch, tz="UTC")
 
 
-def _hostile_dt() -> str:
-    """``-o DT`` rows the byte path must refuse or read exactly like the token path."""
-    rows = DT.splitlines()
-    row = rows[2]
-    variants = [
-        row.replace("20261129", "20261131"),  # not a calendar day
-        row.replace("20261129", "20240229"),  # a leap day
-        row.replace("20261129", "19691231"),  # outside the years read from bytes
-        row.replace("23:59:59", "24:00:00"),  # not a time
-        row.replace("23:59:59", "23:59:60"),  # a leap second (strptime: next day)
-        row.replace("     71     34", "   0071     34"),  # leading zeros
-        row.replace("     71     34", "   71.5     34"),  # a fraction in a float column
-        row.replace("   1593    210", "   15.5    210"),  # a fraction in an integer column
-        row.replace(
-            "      0      0      0      0      0      0      0      5",
-            "      -      -      -      -      -      -      -      -",
-        ),
-        row.replace(
-            "      0      0      0      0      0      5",
-            "     +1     -0    1e3    nan    inf      5",
-        ),
-        row.replace("      0", "  99999999999", 1),  # gpu beyond Int32
-        row.replace(" 20261129", "20261129 "),  # no leading blank
-    ]
-    return "\n".join(rows[:2] + [v for v in variants for _ in range(2)] + rows[2:]) + "\n"
+_ROW = DT.splitlines()[2]
+_AT = datetime(2026, 11, 29, 23, 59, 59, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
-    "text",
+    ("row", "want"),
     [
-        DT,  # -o DT, unknown metric, '-' and 'N/A'
-        DT.replace("     0      0      1\n", "     0   1,5      1\n"),  # a decimal comma
-        DT.replace("   71     80     98", "   71\t80     98"),  # a tab between fields
-        DT.replace("1593   1950", "1593 12345678"),  # a value wider than its column
-        DT.replace("    300    120", "    3 0    120"),  # two tokens in one column
-        _time_only_text(),
-        _hostile_dt(),
-        # no time column, a wide first column: '-' first is not a data row
-        "#      gpu     sm    mem\n#      Idx      %      %\n"
-        + "        0     12     30\n        -     13      -\n        1     14     31\n" * 3,
+        (_ROW.replace("20261129", "20261131"), {"ts": None}),  # not a calendar day
+        (
+            _ROW.replace("20261129", "20240229"),
+            {"ts": datetime(2024, 2, 29, 23, 59, 59, tzinfo=UTC)},
+        ),
+        (
+            _ROW.replace("20261129", "19691231"),
+            {"ts": datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC)},
+        ),
+        (_ROW.replace("23:59:59", "24:00:00"), {"ts": None}),
+        (_ROW.replace("23:59:59", "23:59:60"), {"ts": _AT + timedelta(seconds=1)}),  # strptime
+        (_ROW.replace("     71     34", "   0071     34"), {"pwr_w": 71.0}),
+        (_ROW.replace("     71     34", "   71.5     34"), {"pwr_w": 71.5}),
+        (_ROW.replace("   1593    210", "   15.5    210"), {"mclk_mhz": None}),  # not an integer
+        (
+            _ROW.replace(
+                "      0      0      0      0      0      5",
+                "     +1     -0    1e3    nan    inf      5",
+            ),
+            {"sbecc": 1, "dbecc": 0, "pci_errors": None, "txpci_mb_s": float("inf")},
+        ),
+        (_ROW.replace("      0", "  99999999999", 1), {"gpu": None}),  # beyond Int32
+        (_ROW.replace(" 20261129", "20261129 "), {"ts": _AT, "gpu": 0}),  # no leading blank
+        (_ROW.replace("     71     34", "     71\t   34"), {"pwr_w": 71.0, "gtemp_c": 34.0}),
+        (_ROW.replace("   1593    210", "   1593 123456"), {"pclk_mhz": 123456}),  # too wide
+        (_ROW.replace("      0      5", "     0,5      5"), {"txpci_mb_s": 0.5}),  # decimal comma
+        (_ROW.replace("     71     34", "     71  3 4"), None),  # two tokens in one slot
+        (_ROW.replace("     71     34", "     71      "), None),  # a slot without a token
     ],
-    ids=["dt", "comma", "tab", "overflow", "split", "time-only", "hostile", "no-time"],
 )
-@pytest.mark.parametrize("tz", ["UTC", "Europe/Berlin"])
-def test_rows_typed_from_bytes_equal_the_token_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, tz: str
-) -> None:
-    path = _write(tmp_path, text)
-    ctx = {"capture_start": datetime(2026, 11, 29, 23, 0, tzinfo=UTC), "tz": tz}
-    typed: list[int] = []
-    real = _dmon_fast.typed
-
-    def spy(*a: object, **k: object) -> object:
-        out = real(*a, **k)  # type: ignore[arg-type]
-        typed.append(out[1].size)
-        return out
-
-    monkeypatch.setattr(_dmon_fast, "typed", spy)
-    fast = blockwise.parse(nvidia_dmon, path, None, monkeypatch, **ctx)
-    assert sum(typed) > 0  # the byte path did read rows
-    monkeypatch.setattr(_blocks.Block, "plain", property(lambda self: False))  # tokens only
-    blockwise.assert_same_parse(fast, blockwise.parse(nvidia_dmon, path, None, monkeypatch, **ctx))
+def test_each_row_is_read_by_its_tokens(tmp_path: Path, row: str, want: dict | None) -> None:
+    res = _parse(_write(tmp_path, "\n".join([*DT.splitlines()[:2], row, _ROW]) + "\n"), tz="UTC")
+    got = res.tables["gpu_dmon"].to_dicts()
+    assert got[-1]["ts"] == _AT and got[-1]["pwr_w"] == 71.0  # the row as dmon prints it
+    if want is None:
+        assert len(got) == 1 and res.coverage.skipped == {"column count differs from header": 1}
+        return
+    assert len(got) == 2 and {k: got[0][k] for k in want} == want
+    assert res.tables["gpu_dmon_other"]["value"].to_list() == [5.0, 5.0]
 
 
-def test_dates_read_from_bytes_equal_strptime() -> None:
-    rng = random.Random(3)
-    dates = [f"{rng.randrange(10**8):08d}" for _ in range(3000)]
-    dates += [
-        f"{y:04d}{m:02d}{d:02d}"
-        for y in (1969, 1970, 2000, 2024, 2026, 2100, 2199)
-        for m in range(0, 14)
-        for d in (0, 1, 28, 29, 30, 31, 32)
-    ]
-    days = _dmon_fast._days(np.array([float(d) for d in dates]))
-    got = [None if n < 0 else datetime(1970, 1, 1) + timedelta(days=int(n)) for n in days.tolist()]
-    want = pl.Series(dates).str.strptime(pl.Datetime("us"), "%Y%m%d", strict=False).to_list()
-    for d, g, w in zip(dates, got, want, strict=True):
-        if g is not None:  # the byte path reads a day only where strptime gives the same one
-            assert g == w, d
-        elif 1970 <= int(d[:4]) <= 2199:
-            assert w is None, d
+def test_a_mangled_header_skips_the_rows_it_does_not_fit(tmp_path: Path) -> None:
+    lines = DT.splitlines()
+    lines[0] = lines[0].replace("#Date   ", "#Date  -")  # a 26th name; the rows have 25
+    res = _parse(_write(tmp_path, "\n".join(lines[:4]) + "\n"), tz="UTC")
+    assert res.coverage.parsed == 0
+    assert res.coverage.skipped == {"column count differs from header": 2}

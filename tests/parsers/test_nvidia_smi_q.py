@@ -18,7 +18,11 @@ from analyzer.errors import ParseError
 from analyzer.parsers import _read, base, nvidia_smi_q
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
-Q_FILES = sorted(p for p in FIX.iterdir() if p.suffix == ".xml" or "__q-" in p.name)
+Q_FILES = sorted(
+    p
+    for p in FIX.iterdir()
+    if (p.suffix == ".xml" or "__q-" in p.name) and not p.name.endswith(".golden.json")
+)
 A100 = FIX / "telegraf__a100-sxm4-v12.xml"
 DUAL = FIX / "telegraf-pr17482__dual_a5000-v13.xml"
 T4 = FIX / "telegraf__tesla-t4.xml"

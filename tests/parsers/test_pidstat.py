@@ -6,26 +6,42 @@ of the same simulated run (``expected.pidstat-At-ALL-JSON``) against its text fo
 Locale equivalence: the real de_DE and en_US captures are checked by hand, and the C
 capture is re-rendered in de_DE / en_US form (decimal commas, dd.mm.yyyy, AM/PM,
 ``Durchschn.:``) and must give identical tables.
+
+Captures of the size the capture writes (the H200 capture's and two synth samples'
+``pidstat.out``, and clock-time files made from the fixtures) are read in small blocks, so
+that headers, learned row shapes and rows cross block boundaries: every row says what its
+line says (a plain whitespace split of it), the tables do not depend on the block size,
+and hostile edits (signs, commas, tabs, NUL, CR, trailing blanks, values that touch or
+overflow, other headers mid-file, thread rows, user names, banners, cut rows, invalid
+UTF-8, a last line without newline...) cost only the lines they touch.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import re
+import tarfile
 import tempfile
-from datetime import UTC, datetime
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import polars as pl
+import polars.selectors as cs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mutations import mutate
+from polars.testing import assert_frame_equal
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _read, base, pidstat
+from analyzer.parsers import _blocks, _read, base, pidstat
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "pidstat"
+ROOT = Path(__file__).resolve().parents[2]
+FIX = ROOT / "tests" / "fixtures" / "pidstat"
 # .json files are jc's expected results, not pidstat output (sysstat's own -o JSON
 # outputs have no .json suffix and are parsed like the rest).
 OUTPUTS = sorted(p for p in FIX.iterdir() if p.suffix not in (".json", ".md"))
@@ -266,3 +282,327 @@ def test_mutated_fixtures_never_crash(idx: int, seed: int, op: int) -> None:
             return
         res.coverage.check()
         res.tables["pidstat"].lazy().collect()
+
+
+# --------------------------------------------------------------------------- big files
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """``pidstat.out`` of the H200 capture and of two synth samples (one loses a process)."""
+    out = tmp_path_factory.mktemp("real")
+    for name in ("h200-checkpoint-stall", "synth-oom_kill", "synth-cpu_contention"):
+        with tarfile.open(ROOT / "samples" / f"{name}.tgz") as tar:
+            member = next(m for m in tar.getmembers() if m.name.endswith("series/pidstat.out"))
+            f = tar.extractfile(member)
+            assert f is not None
+            (out / name).write_bytes(f.read())
+    return {p.name: p for p in out.iterdir()}
+
+
+def _blocked(
+    path: Path, mp: pytest.MonkeyPatch, chunk: int = 4096, **kw: object
+) -> base.ParseResult:
+    """``path`` parsed in blocks of about ``chunk`` bytes (coverage checked)."""
+    mp.setattr(_blocks, "CHUNK_BYTES", chunk)
+    kw.setdefault("tz", "UTC")
+    res = _parse(path, **kw)
+    mp.undo()
+    return res
+
+
+def _table(res: base.ParseResult) -> pl.DataFrame:
+    return res.tables["pidstat"].lazy().collect()
+
+
+def _says(path: Path, tz: str = "UTC") -> pl.DataFrame:
+    """What each data row of a one-report file says, read with a plain whitespace split:
+    the header's names, the banner date plus the row's clock in ``tz`` (a step back is
+    midnight) or its epoch seconds."""
+    banner, *lines = path.read_text().split("\n")
+    day = datetime.strptime(banner.split()[3], "%m/%d/%y") if "/" in banner else None
+    names: list[str] = []
+    rows, last, days = [], -1, 0
+    for ln in lines:
+        toks = ln.split()
+        if ln.endswith("Command"):
+            names = toks[2:] if toks[0] == "#" else toks[1:]
+        elif toks and toks[0][0].isdigit():
+            row = {pidstat.COLUMNS[n]: float(v) for n, v in zip(names[:-1], toks[1:], strict=False)}
+            if ":" in toks[0]:
+                h, m, sec = map(int, toks[0].split(":"))
+                days += h * 3600 + m * 60 + sec < last
+                last = h * 3600 + m * 60 + sec
+                assert day is not None
+                local = day + timedelta(days=days, seconds=last)
+                row["ts"] = local.replace(tzinfo=ZoneInfo(tz)).astimezone(UTC)
+            else:
+                row["ts"] = datetime.fromtimestamp(int(toks[0]), UTC)
+            row["command"] = " ".join(toks[len(names) :])
+            rows.append(row)
+    df = pl.DataFrame(rows)
+    kb = [c for c in pidstat.SENTINEL if c in df.columns]
+    df = df.with_columns(pl.when(pl.col(c) >= 0).then(c).alias(c) for c in kb)
+    return df.group_by("ts", "pid", maintain_order=True).agg(pl.all().drop_nulls().first())
+
+
+def _same_rows(got: pl.DataFrame, want: pl.DataFrame) -> None:
+    """``got`` holds ``want``'s rows in its order: every value of ``want``'s columns."""
+    cols = [c for c in want.columns if c in got.columns]
+    got = got.select(cols).with_columns(cs.numeric().cast(pl.Float64))
+    assert_frame_equal(got, want.select(cols), check_dtypes=False)
+
+
+@pytest.mark.parametrize(
+    "name", ["h200-checkpoint-stall", "synth-oom_kill", "synth-cpu_contention"]
+)
+def test_big_captures_say_what_their_rows_say_in_any_block_size(real, name, monkeypatch) -> None:
+    path = real[name]
+    want = _says(path)
+    whole = _blocked(path, monkeypatch, 1 << 23)
+    assert whole.coverage.parsed == want.height > 150
+    _same_rows(_table(whole), want)
+    for chunk in (4096, 65536):
+        res = _blocked(path, monkeypatch, chunk)
+        assert_frame_equal(_table(res), _table(whole))
+        assert res.coverage == whole.coverage and res.meta == whole.meta
+
+
+@pytest.mark.parametrize("path", OUTPUTS, ids=lambda p: p.name)
+def test_fixture_tables_do_not_depend_on_the_block_size(path, monkeypatch) -> None:
+    try:
+        whole = _blocked(path, monkeypatch, 1 << 23)
+    except ParseError:
+        return
+    for chunk in (64, 300):
+        res = _blocked(path, monkeypatch, chunk)
+        assert_frame_equal(_table(res), _table(whole))
+        assert res.coverage == whole.coverage and res.meta == whole.meta
+
+
+CLOCK_FIX = FIX / f"{DEB}pidstat-C-yes-dd-1-3.txt"
+MULTI_FIX = FIX / "localbuild-sysstat-12.2.0__pidstat-d-r-C-dd-1-2.txt"
+
+
+def _clock_file(path: Path, src: Path = CLOCK_FIX, repeats: int = 400, start: int = 86000) -> Path:
+    """``src`` (24-hour clock rows) repeated with times moving on, across midnight."""
+    banner, body = src.read_text().split("\n", 1)
+    body = "\n".join(ln for ln in body.split("\n") if not ln.startswith("Average"))
+    h, mi, s0 = map(int, re.search(r"^(\d\d):(\d\d):(\d\d)", body, re.M).groups())  # type: ignore[union-attr]
+    first = h * 3600 + mi * 60 + s0
+    out = [banner]
+    for i in range(repeats):
+
+        def shift(m: re.Match[str], base: int = start + 7 * i) -> str:
+            s = (base + int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3]) - first) % 86400
+            return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+        out.append(re.sub(r"^(\d\d):(\d\d):(\d\d)", shift, body, flags=re.M))
+    path.write_text("\n".join(out))
+    return path
+
+
+@pytest.mark.parametrize("src", [CLOCK_FIX, MULTI_FIX], ids=["one-report", "two-reports"])
+def test_clock_rows_several_reports_and_midnight(src, tmp_path, monkeypatch) -> None:
+    path = _clock_file(tmp_path / "clock", src)
+    res = _blocked(path, monkeypatch, 2048)
+    df = _table(res)
+    assert df["ts"].dt.day().unique().sort().to_list() == [29, 30]
+    assert df["since_boot"].unique().to_list() == [False]
+    _same_rows(df, _says(path))  # the reports of one interval merged into one row
+    assert_frame_equal(_table(_blocked(path, monkeypatch, 1 << 23)), df)
+
+
+def test_local_times_and_since_boot_from_the_command(real, tmp_path, monkeypatch) -> None:
+    command = "pidstat -u -r -d -w -h -p 1,2 1"
+    for path in (real["synth-oom_kill"], _clock_file(tmp_path / "clk")):
+        res = _blocked(path, monkeypatch, 4096, tz="Europe/Berlin", command=command)
+        df = _table(res)
+        assert df["since_boot"].unique().to_list() == [False]
+        _same_rows(df, _says(path, "Europe/Berlin"))  # epoch rows stay UTC
+    assert any("time zone" not in n for n in res.coverage.notes) or not res.coverage.notes
+
+
+def _at(ls: list[str], frac: float, fn: Callable[[str], list[str]], rows: bool = True) -> list[str]:
+    """Apply ``fn`` to every ``frac`` of the data rows (deterministic)."""
+    rnd = random.Random(7)
+    out = []
+    for ln in ls:
+        if (not rows or ln[:1].isdigit()) and rnd.random() < frac:
+            out.extend(fn(ln))
+        else:
+            out.append(ln)
+    return out
+
+
+def _sub(pattern: str, repl: str) -> Callable[[str], list[str]]:
+    return lambda ln: [re.sub(pattern, repl, ln, count=1)]
+
+
+HDR = "# Time        UID       PID    %usr %system  %guest   %wait    %CPU   CPU  Command"
+TGID = (
+    "# Time        UID      TGID       TID    %usr %system  %guest   %wait    %CPU   CPU  Command"
+)
+_ODD = ["  1e+05 ", "    nan ", "  +1.00 ", "    .50 ", "     5. ", "   1,50 ", "  0.0 0 "]
+
+EDITS: dict[str, Callable[[list[str]], list[str]]] = {
+    "negative": lambda ls: _at(ls, 0.1, _sub(r"      0\.00 ", "     -1.00 ")),
+    "negative_int": lambda ls: _at(ls, 0.05, _sub(r"   1000 ", "     -1 ")),
+    "odd_numbers": lambda ls: _at(
+        ls,
+        0.2,
+        lambda ln: [re.sub(r"   0\.00 ", random.Random(len(ln)).choice(_ODD), ln, count=1)],
+    ),
+    "more_decimals": lambda ls: _at(ls, 0.05, _sub(r" (\d+)\.(\d\d) ", r"\1.\g<2>0 ")),
+    "touching": lambda ls: _at(ls, 0.1, _sub(r" (\d{5,}) ", r"\g<1>12 ")),
+    "overflow": lambda ls: _at(ls, 0.1, _sub(r"  (\d{4,}) ", r" 9\1 ")),
+    "sixteen_digits": lambda ls: _at(ls, 0.1, _sub(r" (\d{4,}) ", " 1234567890123456 ")),
+    "fifteen_digits": lambda ls: _at(ls, 0.1, _sub(r"  +(\d{4,}) ", " 123456789012345 ")),
+    "cpu_too_big": lambda ls: _at(
+        ls, 0.1, _sub(r"\.\d\d +\d+ +(\d+\.\d\d +){2}", "0.00 99999999999 0.00 0.00 ")
+    ),
+    "command_spaces": lambda ls: _at(ls, 0.3, lambda ln: [ln + " --arg x=1  /data/a file"]),
+    "thread_marks": lambda ls: _at(ls, 0.2, lambda ln: [ln.rsplit(" ", 1)[0] + " |__worker 2G"]),
+    "human_looking": lambda ls: _at(ls, 0.01, lambda ln: [ln + " 4.2G"]),
+    "command_named_Command": lambda ls: _at(
+        ls, 0.05, lambda ln: [ln.rsplit(" ", 1)[0] + " Command"]
+    ),
+    "trailing_blanks": lambda ls: _at(ls, 0.1, lambda ln: [ln + "   "]),
+    "tab": lambda ls: _at(ls, 0.05, lambda ln: [ln.replace("   ", "\t", 1)]),
+    "cr": lambda ls: _at(ls, 0.1, lambda ln: [ln + "\r"]),
+    "nul": lambda ls: _at(ls, 0.05, lambda ln: [ln.replace(" 0.00", " 0.00\x00", 1)]),
+    "non_ascii_command": lambda ls: _at(ls, 0.05, lambda ln: [ln + " pythön \u00a0"]),
+    "leading_blanks": lambda ls: _at(ls, 0.1, lambda ln: [" " + ln]),
+    "short_epoch": lambda ls: _at(ls, 0.1, lambda ln: [ln[1:]]),
+    "long_epoch": lambda ls: _at(ls, 0.1, lambda ln: ["0" + ln]),
+    "cut_rows": lambda ls: _at(ls, 0.05, lambda ln: [ln[: len(ln) // 2]]),
+    "no_command": lambda ls: _at(ls, 0.05, lambda ln: [ln.rsplit(" ", 1)[0]]),
+    "duplicate_rows": lambda ls: _at(ls, 0.05, lambda ln: [ln, ln]),
+    "garbage": lambda ls: _at(ls, 0.02, lambda ln: [ln, f"{ln[:20]} ~ 12 x"]),
+    "blank_with_spaces": lambda ls: _at(ls, 0.02, lambda ln: [ln, "   "]),
+    "average": lambda ls: _at(ls, 0.02, lambda ln: [ln, "Average:" + ln[10:]]),
+    "same_header_other_spacing": lambda ls: _at(
+        ls, 0.02, lambda ln: [ls[2].replace("   CPU", "  CPU "), ln]
+    ),
+    "other_report": lambda ls: _at(ls, 0.02, lambda ln: ["", HDR, ln[:91] + "  yes", "", ls[2]]),
+    "thread_rows": lambda ls: _at(
+        ls,
+        0.02,
+        lambda ln: [
+            "",
+            TGID,
+            ln[:10]
+            + "   1000      4242         -   83.35    9.26    0.00    0.03   92.61     1  a",
+            ln[:10]
+            + "   1000         -      4243   83.35    9.26    0.00    0.03   92.61     1  |__b",
+            "",
+            ls[2],
+        ],
+    ),
+    "user_names": lambda ls: _at(
+        ls,
+        0.02,
+        lambda ln: [
+            "",
+            HDR.replace("   UID", "  USER"),
+            ln[:10] + "      root      4242   83.35    9.26    0.00    0.03   92.61     1  yes",
+            "",
+            ls[2],
+        ],
+    ),
+    "banner_mid_file": lambda ls: _at(
+        ls, 0.005, lambda ln: [ln, "", ls[0].replace("2026", "2027"), ""]
+    ),
+    "rows_before_header": lambda ls: ls[3:9] + ls,
+    "no_banner": lambda ls: ls[1:],
+    "headers_only": lambda ls: [ln for ln in ls if not ln[:1].isdigit()],
+}
+#: edits whose lines say what they said before: the table does not change
+SAME = {"trailing_blanks", "cr", "nul", "duplicate_rows"}
+
+
+@pytest.fixture(scope="module")
+def synth_lines(real) -> list[str]:
+    return real["synth-oom_kill"].read_text().split("\n")
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_hostile_edits_cost_only_their_lines(edit, synth_lines, tmp_path, monkeypatch) -> None:
+    edited = EDITS[edit](list(synth_lines))
+    path = tmp_path / edit
+    text = "\n".join(edited)
+    path.write_text(text)
+    res = _blocked(path, monkeypatch, 8192)
+    assert res.coverage.total == text.count("\n") + (not text.endswith("\n"))
+    got = _table(res)
+    (tmp_path / "orig").write_text("\n".join(synth_lines))
+    before = _says(tmp_path / "orig")
+    if edit == "headers_only":
+        assert got.height == 0 and res.coverage.parsed == 0
+        return
+    # every second none of whose rows was touched reads as before (all of them for SAME)
+    a, b = Counter(synth_lines), Counter(edited)
+    touched = {ln.split()[0] for ln in (a - b) + (b - a) if ln[:1].isdigit()}
+    touched = set() if edit in SAME else touched
+    untouched = ~pl.col("ts").dt.epoch("s").cast(pl.String).is_in(sorted(touched))
+    _same_rows(got.filter(untouched), before.filter(untouched))
+    assert_frame_equal(_table(_blocked(path, monkeypatch, 1 << 23)), got)
+
+
+@pytest.mark.parametrize("end", ["cut", "no_newline"])
+def test_last_line_without_newline(end, real, tmp_path, monkeypatch) -> None:
+    data = real["synth-cpu_contention"].read_bytes().rstrip(b"\n")
+    path = tmp_path / end
+    path.write_bytes(data[:-30] if end == "cut" else data)
+    res = _blocked(path, monkeypatch, 8192)
+    want = _says(real["synth-cpu_contention"])
+    if end == "cut":  # the cut row does not match its header
+        assert res.coverage.skipped == {"row does not match its header": 1}
+        want = want.head(want.height - 1)
+    _same_rows(_table(res), want)
+
+
+def test_a_file_that_is_not_utf8_costs_only_the_bad_byte(real, tmp_path, monkeypatch) -> None:
+    data = bytearray(real["synth-oom_kill"].read_bytes())
+    at = data.index(b"python3", len(data) * 2 // 3)
+    data[at : at + 1] = b"\xff"
+    path = tmp_path / "bad"
+    path.write_bytes(bytes(data))
+    got = _table(_blocked(path, monkeypatch, 8192))
+    want = _says(real["synth-oom_kill"])
+    assert got["command"].to_list().count("\ufffdython3") == 1
+    _same_rows(got.drop("command"), want.drop("command"))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_mutations_of_big_files_never_crash(
+    seed, synth_lines, tmp_path, monkeypatch
+) -> None:
+    data = "\n".join(synth_lines[:600]).encode()
+    path = tmp_path / "m"
+    path.write_bytes(mutate(data, seed, seed % 3))
+    try:
+        res = _blocked(path, monkeypatch, 1024)
+    except ParseError:
+        return
+    assert_frame_equal(_table(_blocked(path, monkeypatch, 1 << 23)), _table(res))
+
+
+@pytest.mark.parametrize("cut", [2, 3, 4])
+def test_a_short_last_row_says_what_is_left_of_it(cut, synth_lines, tmp_path, monkeypatch) -> None:
+    rows = [ln for ln in synth_lines if ln[:1].isdigit()]
+    first = rows[0]
+    vsz = first.split()[11]  # a value that widened: a row shape ending further right
+    wide = first.replace(f" {vsz} ", f" {vsz}99999 ", 1)
+    # the last line, a second later: a bad %usr, cut shorter than the wide rows' values
+    end = len(first) - len(first.split()[-1]) - 2
+    usr = first.split()[3]
+    short = str(int(first[:10]) + 3600) + first[10:].replace(
+        f" {usr} ", " " + "x" * len(usr) + " ", 1
+    )
+    path = tmp_path / "short"
+    path.write_text("\n".join([*synth_lines[:40], wide, wide, short[: end + cut]]) + "\n")
+    df = _table(_blocked(path, monkeypatch, 1 << 20))
+    last = df.row(-1, named=True)
+    assert (last["usr_pct"], last["command"]) == (None, "python3"[: cut - 2])
+    assert last["vsz_kb"] == int(vsz) and last["nvcswch_s"] == float(first.split()[-2])

@@ -14,7 +14,6 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-import blockwise
 import polars as pl
 import pytest
 from blockwise import assert_same_as_one_block
@@ -22,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _blocks, _psi_fast, _read, base, psi
+from analyzer.parsers import _read, base, psi
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "psi"
-FILES = sorted(p for p in FIX.iterdir() if p.suffix != ".md")
+FILES = sorted(p for p in FIX.iterdir() if p.suffix not in (".md", ".json"))
 SAMPLER = FIX / "sampler-format-example.out"
 
 
@@ -263,12 +262,10 @@ def test_blocks_of_any_size_give_the_one_block_result(
     assert_same_as_one_block(psi, path, (64, 500), monkeypatch)
 
 
-# --- sampler lines typed from their bytes (analyzer/parsers/_psi_fast.py) -------------
+# --- the sampler's lines and the other spellings of a PSI line ----------------------
 
 
-def _sampler_text(
-    seconds: int = 40, paths: int = 3, frac_digits: int = 9, total_digits: int = 11
-) -> str:
+def _sampler_text(seconds: int = 40, paths: int = 3) -> str:
     """Sampler lines as the capture writes them: every path, some and full, each second."""
     out = []
     for t in range(seconds):
@@ -277,68 +274,93 @@ def _sampler_text(
                 "/proc/pressure/cpu" if p == 0 else f"/sys/fs/cgroup/job{p:03d}.slice/io.pressure"
             )
             for k, kind in enumerate(("some", "full")):
-                total = 10 ** (total_digits - 1) + t * 977 * (p + 1) + k
-                stamp = f"{1795960800 + t}.{str(568406082 + p)[:frac_digits]}"
+                total = 10**10 + t * 977 * (p + 1) + k
                 out.append(
-                    f"{stamp} {path} {kind} avg10={t % 7}.{p:02d} avg60={t % 13}.5{k} "
-                    f"avg300=0.0{t % 10} total={total}"
+                    f"{1795960800 + t}.{568406082 + p} {path} {kind} avg10={t % 7}.{p:02d} "
+                    f"avg60={t % 13}.5{k} avg300=0.0{t % 10} total={total}"
                 )
     return "\n".join(out) + "\n"
 
 
-def _hostile_sampler() -> str:
-    lines = _sampler_text(30, 4).splitlines()
-    edits = {
-        5: lambda s: s.replace(" some ", "\tsome "),  # a tab
-        9: lambda s: s.replace("avg10=", "avg10=1"),  # three digits before the point
-        13: lambda s: s.replace("avg60=", "avg60=x"),  # not a number
-        17: lambda s: s + " ",  # a blank after the total
-        21: lambda s: s.replace("total=1", "total=99999999"),  # 18 digits
-        25: lambda s: s.replace(".", "", 1),  # an epoch without fraction
-        29: lambda s: s.replace("avg300=0.0", "avg300=0.00"),  # three decimals
-        33: lambda s: s.replace("some", "sometimes"),
-        37: lambda s: "  " + s,  # leading blanks
-        41: lambda s: s.replace("/proc/pressure/cpu", "/proc/pressure/" + "x" * 70),
-        45: lambda s: s.replace(" full ", " full  "),  # two blanks
-        49: lambda s: "",
-        53: lambda s: "some avg10=0.00 avg60=0.00 avg300=0.00 total=12",  # a raw line
-        57: lambda s: s.replace("1795960", "0001795960"),  # leading zeros (12 digits)
-    }
-    for i, edit in edits.items():
-        lines[i] = edit(lines[i])
-    del lines[70]  # a sample without one of its lines: no period any more
-    lines.insert(90, lines[90])  # a line twice
-    return "\n".join(lines) + "\n" + lines[-1][:30]  # cut while being written
+def test_odd_blanks_give_the_values_of_the_samplers_single_blanks(tmp_path: Path) -> None:
+    text = _sampler_text(12, 3)
+    odd = [
+        (lambda s: s.replace(" ", "\t", 2), lambda s: s.replace(" ", "  "))[i % 2](ln)
+        if i % 3
+        else f"  {ln}\t "
+        for i, ln in enumerate(text.splitlines())
+    ]
+    plain, spaced = tmp_path / "plain.out", tmp_path / "odd.out"
+    plain.write_text(text)
+    spaced.write_text("\n".join(odd) + "\n")
+    want = _parse(plain).tables["psi"]
+    assert want.height == 72 and want["stall_pct"].null_count() == 6
+    assert _parse(spaced).tables["psi"].equals(want)
+
+
+_LINE = "1795960800.568406082 /proc/pressure/cpu some avg10=3.18 avg60=3.18 avg300=3.18 total=404"
 
 
 @pytest.mark.parametrize(
-    "text",
+    ("line", "verdict"),
     [
-        _sampler_text(),
-        _sampler_text(40, 70),  # more distinct paths than one pass gives ids
-        _sampler_text(40, 2, total_digits=15),
-        _sampler_text(40, 2, frac_digits=6),  # microseconds: the regular path
-        _hostile_sampler(),
-        _mixed_text(),
+        (_LINE.replace("avg10=3.18", "avg10=113.18"), "parsed"),
+        (_LINE.replace("avg300=3.18", "avg300=3.181"), "parsed"),
+        (_LINE.replace("total=404", "total=9999999999999999999"), "parsed"),
+        (
+            _LINE.replace("total=404", "total=99999999999999999999"),
+            "sampler line without PSI content",
+        ),
+        (_LINE.replace("avg60=3.18", "avg60=x"), "sampler line without PSI content"),
+        (_LINE.replace("avg60=3.18", "avg60=+3.18"), "sampler line without PSI content"),
+        (_LINE.replace("avg60=3.18", "avg60=3."), "sampler line without PSI content"),
+        (_LINE.replace(" some ", " sometimes "), "sampler line without PSI content"),
+        (_LINE.replace(".568406082", ""), "parsed"),
+        (_LINE.replace("1795960800", "0001795960800"), "unrecognized line"),
+        (_LINE.replace(".568406082", ".5684060821"), "sampler line without PSI content"),
+        (_LINE.replace("/proc/pressure/cpu", "/proc/pressure/" + "x" * 70), "parsed"),
+        (_LINE + " x", "sampler line without PSI content"),
+        ("some avg10=0.00 avg60=0.00 avg300=0.00 total=12", "parsed"),
     ],
-    ids=["sampler", "many-paths", "long-totals", "epoch-us", "hostile", "mixed"],
 )
-@pytest.mark.parametrize("chunk", [None, 700])
-def test_lines_typed_from_bytes_equal_the_regex_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, chunk: int | None
+def test_what_a_line_is_read_as(tmp_path: Path, line: str, verdict: str) -> None:
+    p = tmp_path / "psi.out"
+    p.write_text(_LINE + "\n" + line + "\n")
+    cov = _parse(p).coverage
+    assert (cov.parsed, cov.skipped) == ((2, {}) if verdict == "parsed" else (1, {verdict: 1}))
+
+
+def test_sampler_values_are_read_exactly(tmp_path: Path) -> None:
+    p = tmp_path / "psi.out"
+    lines = [
+        _LINE.replace(".568406082", ".999999999").replace("404", "9223372036854775807"),
+        _LINE.replace(".568406082", "").replace("/cpu", "/" + "x" * 70),
+        _LINE.replace("404", "9223372036854775808"),  # beyond Int64
+    ]
+    p.write_text("\n".join(lines) + "\n")
+    rows = _rows(_parse(p))
+    assert rows[0]["ts"] == datetime(2026, 11, 29, 14, 0, 0, 999999, tzinfo=UTC)  # not rounded
+    assert rows[0]["total_us"] == 2**63 - 1 and rows[2]["total_us"] is None
+    assert rows[1]["ts"] == datetime(2026, 11, 29, 14, 0, tzinfo=UTC)
+    assert rows[1]["resource"] == "x" * 70 and rows[1]["source"] == "system"
+    assert rows[0]["avg10_pct"] == 3.18 and rows[1]["stall_pct"] is None
+
+
+@pytest.mark.parametrize("chunk", [700, 5000])
+def test_many_paths_and_damaged_lines_give_the_one_block_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
 ) -> None:
+    lines = _sampler_text(20, 40).splitlines()
+    lines[5] = lines[5].replace(" ", "\t", 1)
+    lines[9] = lines[9].replace("avg60=", "avg60=x")
+    del lines[70]  # a sample without one of its lines
+    lines.insert(90, lines[90])  # a line twice
     path = tmp_path / "psi.out"
-    path.write_text(text)
-    typed: list[int] = []
-    real = _psi_fast.rows
-
-    def spy(*a: object, **k: object) -> object:
-        out = real(*a, **k)  # type: ignore[arg-type]
-        typed.append(out.height)
-        return out
-
-    monkeypatch.setattr(_psi_fast, "rows", spy)
-    fast = blockwise.parse(psi, path, chunk, monkeypatch)
-    assert (sum(typed) > 0) == (text.split(" ", 1)[0] != "1795960800.568406")
-    monkeypatch.setattr(_blocks.Block, "plain", property(lambda self: False))  # regex only
-    blockwise.assert_same_parse(fast, blockwise.parse(psi, path, chunk, monkeypatch))
+    path.write_text("\n".join(lines) + "\n" + lines[-1][:30])  # cut while being written
+    res = _parse(path)
+    assert res.tables["psi"].height == len(lines) - 1
+    assert res.coverage.skipped == {
+        "sampler line without PSI content": 1,
+        "truncated last line (no trailing newline)": 1,
+    }
+    assert_same_as_one_block(psi, path, (chunk,), monkeypatch)

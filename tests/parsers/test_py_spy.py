@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from golden import check, fixture_of
+from golden import check
 
 from analyzer.parsers import py_spy
 from analyzer.parsers.base import ParseContext, ParseResult
@@ -23,7 +23,7 @@ def _parse(path: Path) -> ParseResult:
 
 @pytest.mark.parametrize("golden", GOLDEN, ids=lambda p: p.name)
 def test_fixture_matches_its_expected_rows_coverage_and_values(golden: Path) -> None:
-    path = fixture_of(golden)
+    path = golden.with_name(golden.name.removesuffix(".expected.json") + ".out")
     assert py_spy.sniff(path.read_text()[:65536], path.name) >= MIN_CONFIDENCE
     check(_parse(path), golden)
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from golden import check, fixture_of
+from blockwise import assert_same_as_one_block
+from golden import check
 
 from analyzer.parsers import bpftrace, stacks
 from analyzer.parsers.base import ParseContext, ParseResult
@@ -28,7 +29,7 @@ def _parse(path: Path) -> ParseResult:
 
 @pytest.mark.parametrize("golden", GOLDEN, ids=lambda p: p.name)
 def test_fixture_matches_its_expected_rows_coverage_and_values(golden: Path) -> None:
-    path = fixture_of(golden)
+    path = golden.with_name(golden.name.removesuffix(".expected.json") + ".out")
     head = path.read_text()[:65536]
     assert stacks.sniff(head, path.name) >= MIN_CONFIDENCE
     assert stacks.sniff(head, path.name) > bpftrace.sniff(head, path.name)
@@ -144,3 +145,15 @@ def test_folded_lines_without_the_banner_are_sniffed(tmp_path: Path) -> None:
     body = "".join(ln + "\n" for ln in PERF.splitlines()[4:9])
     assert stacks.sniff(body, "out.folded") >= MIN_CONFIDENCE
     assert stacks.sniff("hello-1;x 2\nplain text\nmore text\nand more\n", "x.txt") == 0.0
+
+
+@pytest.mark.parametrize("chunk", [200, 3000])
+def test_blocks_of_any_size_give_the_one_block_result(
+    chunk: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Blocks end before a time line: keys, slices and the clock must not depend on them.
+    fixture = sorted(FIX.glob("*bpftrace*.out"))[0].read_text()
+    for name, text in {"small": SMALL, "perf": PERF, "fixture": fixture}.items():
+        p = tmp_path / f"{name}.out"
+        p.write_text(text + SMALL.replace("@samples: 0\n", "2026-12-02T04:14:03Z\n") * 3)
+        assert_same_as_one_block(stacks, p, (chunk,), monkeypatch)

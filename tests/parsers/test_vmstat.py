@@ -16,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from blockwise import assert_same_as_one_block
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -269,6 +270,26 @@ def test_mutated_files_never_crash(src: Path, cut: float, noise: list[bytes], se
         except ParseError:
             return
         res.coverage.check()
+
+
+BLOCKWISE = ("vmstat-1-25_header-repeat.txt", "vmstat-dt-1-2.txt", "vmstat-s.txt")
+BLOCKWISE += ("vmstat-tw-1-3_TZ-Europe-Berlin.txt",)
+
+
+@pytest.mark.parametrize("path", [FIX / (LOCAL + n) for n in BLOCKWISE], ids=lambda p: p.name)
+def test_tables_do_not_depend_on_the_block_size(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start = datetime(2026, 11, 29, 17, 23, 36, tzinfo=UTC)
+    assert_same_as_one_block(
+        vmstat,
+        path,
+        (60, 700),
+        monkeypatch,
+        capture_start=start,
+        interval_s=1.0,
+        tz="Europe/Berlin",
+    )
 
 
 @pytest.mark.parametrize("path", OUTPUTS, ids=lambda p: p.name)

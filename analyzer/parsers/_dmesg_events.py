@@ -1,9 +1,11 @@
-"""Classify kernel log messages and group multi-line reports into events (private helper).
+"""What kernel reports say (the second half of `analyzer.parsers.dmesg`): classify kernel
+log messages and group the lines of multi-line reports into events.
 
-Input: a frame with one row per kernel log line (`message`, `rec` = printk record id,
-`is_cont` = line is an unstamped continuation of the record, `stamp_key` = a sub-second
-timestamp string or NULL). Output adds `kind`, the extracted fields and `event_id` /
-`event_kind`. Everything is regex over the message column (polars), no loop per line.
+Input: one row per kernel log line (`message`, `rec` = printk record id, `is_cont` = the
+line is an unstamped continuation of the record, `stamp_key` = a sub-second timestamp
+string or NULL, `ts`, `uptime_s`). `classify` adds `kind`, the fields the line states
+(pid, comm, Xid code, PCI bus, OOM sizes...) and `event_id` / `event_kind`. Everything is
+regex over the message column (polars), no loop per line.
 
 An event holds at most `MAX_EVENT_LINES` lines: a longer run (a million identical lines
 share one stamp and would join) is cut before the first record start at or past that
@@ -17,24 +19,20 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from analyzer.parsers._dmesg_clock import MAX_UPTIME_S
-
+#: Longest plausible uptime (100 years, in seconds); the kernel's own limit is ~584 years.
+MAX_UPTIME_S = 100 * 365.25 * 86400
 MAX_REPORT_GAP_S = 30.0
 MAX_EVENT_LINES = 10_000
-# Kinds that open a new event (oom_kill joins an open OOM report, see `_oom_prev`).
-STARTERS = (
-    "oom_invoked",
-    "hung_task",
-    "xid",
-    "gpu_fallen_off_bus",
-    "soft_lockup",
-    "rcu_stall",
-    "mce",
-    "segfault",
-    "io_error",
-    "panic",
-    "oops",
-)
+# Kinds that open a new event (oom_kill joins an open OOM report, see `_OOM_PREV`).
+STARTERS = [
+    "oom_invoked", "hung_task", "xid", "gpu_fallen_off_bus", "soft_lockup", "rcu_stall", "mce",
+    "segfault", "io_error", "panic", "oops",
+]  # fmt: skip
+_OUT = [
+    "kind", "pid", "comm", "xid_code", "pci_bus", "device", "blocked_s", "total_vm_kb",
+    "anon_rss_kb", "file_rss_kb", "shmem_rss_kb", "event_id", "event_kind", "memcg",
+    "oom_constraint", "uid",
+]  # fmt: skip
 
 _XID = (
     r"NVRM: Xid \((?:PCI:)?(?P<xpci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})[^)]*\): "
@@ -87,38 +85,31 @@ _OOM_PREV = (
 )
 
 
+# The kind of a line, first match wins.
+_KINDS = [
+    ("xid", r"NVRM: Xid \("),
+    ("gpu_fallen_off_bus", _FALLEN),
+    ("oom_invoked", _OOM_INVOKED),
+    ("oom_kill", r"Killed process \d+"),
+    ("hung_task", _HUNG),
+    ("soft_lockup", _SOFT),
+    ("rcu_stall", _RCU),
+    ("mce", _MCE),
+    ("segfault", _SEGV),
+    ("io_error", _IOERR),
+    ("panic", _PANIC),
+    ("oops", _OOPS),
+]
+
+
 def _int(expr: pl.Expr) -> pl.Expr:
     return expr.cast(pl.Int64, strict=False)
 
 
-_OUT = (
-    "kind",
-    "pid",
-    "comm",
-    "xid_code",
-    "pci_bus",
-    "device",
-    "blocked_s",
-    "total_vm_kb",
-    "anon_rss_kb",
-    "file_rss_kb",
-    "shmem_rss_kb",
-    "event_id",
-    "event_kind",
-    "memcg",
-    "oom_constraint",
-    "uid",
-)
-
-
 def classify(df: pl.DataFrame) -> pl.DataFrame:
-    """Add kind, extracted fields, event_id and event_kind (see module docstring): the
+    """Add kind, extracted fields, event_id and event_kind (see the module doc): the
     input's columns, then those (working columns are dropped)."""
     keep = [c for c in df.columns if c not in _OUT]
-    return _classify(df).select(*keep, *_OUT)
-
-
-def _classify(df: pl.DataFrame) -> pl.DataFrame:
     msg = pl.col("message")
     nxt = msg.shift(-1)
     # A record printed over several lines is classified on its joined text (first line only).
@@ -136,32 +127,7 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("is_cont")).then(pl.lit(None, pl.String)).otherwise(ctext).alias("_t")
     )
     t = pl.col("_t")
-    kind = (
-        pl.when(t.str.contains(r"NVRM: Xid \("))
-        .then(pl.lit("xid"))
-        .when(t.str.contains(_FALLEN))
-        .then(pl.lit("gpu_fallen_off_bus"))
-        .when(t.str.contains(_OOM_INVOKED))
-        .then(pl.lit("oom_invoked"))
-        .when(t.str.contains(r"Killed process \d+"))
-        .then(pl.lit("oom_kill"))
-        .when(t.str.contains(_HUNG))
-        .then(pl.lit("hung_task"))
-        .when(t.str.contains(_SOFT))
-        .then(pl.lit("soft_lockup"))
-        .when(t.str.contains(_RCU))
-        .then(pl.lit("rcu_stall"))
-        .when(t.str.contains(_MCE))
-        .then(pl.lit("mce"))
-        .when(t.str.contains(_SEGV))
-        .then(pl.lit("segfault"))
-        .when(t.str.contains(_IOERR))
-        .then(pl.lit("io_error"))
-        .when(t.str.contains(_PANIC))
-        .then(pl.lit("panic"))
-        .when(t.str.contains(_OOPS))
-        .then(pl.lit("oops"))
-    )
+    kind = pl.coalesce(pl.when(t.str.contains(rx)).then(pl.lit(name)) for name, rx in _KINDS)
     k = pl.col("kind")
     summary = pl.when(msg.str.starts_with("oom-kill:")).then(msg)
     df = df.with_columns(kind.alias("kind")).with_columns(
@@ -186,57 +152,47 @@ def _classify(df: pl.DataFrame) -> pl.DataFrame:
     )
     df = df.unnest("_x", "_k", "_k2", "_h", "_s", "_g")
 
-    def pick(pairs: list[tuple[str, pl.Expr]]) -> pl.Expr:
-        chain = pl.when(k == pairs[0][0]).then(pairs[0][1])
-        for name, val in pairs[1:]:
-            chain = chain.when(k == name).then(val)
-        return chain
+    def pick(**by_kind: pl.Expr) -> pl.Expr:
+        """The value for the line's kind (kinds are exclusive: at most one applies)."""
+        return pl.coalesce(pl.when(k == name).then(val) for name, val in by_kind.items())
 
-    unknown = pl.col("xname").str.strip_chars().is_in(["<unknown>", "'<unknown>'"])
+    c = pl.col
+    xname = c("xname").str.strip_chars()
+    blocked = pick(hung_task=_int(c("hsec")), soft_lockup=_int(c("ssec")))
     df = df.with_columns(
         pick(
-            [
-                ("xid", _int(pl.col("xpid"))),
-                ("oom_kill", _int(pl.coalesce("kpid", "kpid2"))),
-                ("hung_task", _int(pl.col("hpid"))),
-                ("soft_lockup", _int(pl.col("spid"))),
-                ("segfault", _int(pl.col("gpid"))),
-            ]
+            xid=_int(c("xpid")),
+            oom_kill=_int(pl.coalesce("kpid", "kpid2")),
+            hung_task=_int(c("hpid")),
+            soft_lockup=_int(c("spid")),
+            segfault=_int(c("gpid")),
         ).alias("pid"),
         pick(
-            [
-                ("xid", pl.when(unknown).then(None).otherwise(pl.col("xname").str.strip_chars())),
-                ("oom_kill", pl.coalesce("kcomm", "kcomm2")),
-                ("oom_invoked", pl.col("icomm")),
-                ("hung_task", pl.col("hcomm")),
-                ("soft_lockup", pl.col("scomm")),
-                ("segfault", pl.col("gcomm")),
-            ]
+            xid=pl.when(~xname.is_in(["<unknown>", "'<unknown>'"])).then(xname),
+            oom_kill=pl.coalesce("kcomm", "kcomm2"),
+            oom_invoked=c("icomm"),
+            hung_task=c("hcomm"),
+            soft_lockup=c("scomm"),
+            segfault=c("gcomm"),
         ).alias("comm"),
-        pick([("xid", _int(pl.col("xcode")))]).alias("xid_code"),
-        pick(
-            [("xid", pl.col("xpci").str.to_lowercase()), ("gpu_fallen_off_bus", pl.col("fpci"))]
-        ).alias("pci_bus"),
-        pick([("io_error", pl.col("dev"))]).alias("device"),
-        pick([("hung_task", _int(pl.col("hsec"))), ("soft_lockup", _int(pl.col("ssec")))])
-        .pipe(lambda s: pl.when(s <= MAX_UPTIME_S).then(s))  # longer than any uptime: NULL
-        .alias("blocked_s"),
-        pick([("oom_kill", _int(pl.col("kvm")))]).alias("total_vm_kb"),
-        pick([("oom_kill", _int(pl.col("kanon")))]).alias("anon_rss_kb"),
-        pick([("oom_kill", _int(pl.col("kfile")))]).alias("file_rss_kb"),
-        pick([("oom_kill", _int(pl.col("kshmem")))]).alias("shmem_rss_kb"),
-        pick([("oom_kill", _int(pl.coalesce("kuid", "kuid2")))]).alias("_uid_own"),
-    ).with_columns(pl.col("pci_bus").str.to_lowercase())
-    return _events(df)
+        pick(xid=_int(c("xcode"))).alias("xid_code"),
+        pick(xid=c("xpci"), gpu_fallen_off_bus=c("fpci")).str.to_lowercase().alias("pci_bus"),
+        pick(io_error=c("dev")).alias("device"),
+        pl.when(blocked <= MAX_UPTIME_S).then(blocked).alias("blocked_s"),  # else NULL
+        pick(oom_kill=_int(c("kvm"))).alias("total_vm_kb"),
+        pick(oom_kill=_int(c("kanon"))).alias("anon_rss_kb"),
+        pick(oom_kill=_int(c("kfile"))).alias("file_rss_kb"),
+        pick(oom_kill=_int(c("kshmem"))).alias("shmem_rss_kb"),
+        pick(oom_kill=_int(pl.coalesce("kuid", "kuid2"))).alias("_uid_own"),
+    )
+    return _events(df).select(*keep, *_OUT)
 
 
 def _events(df: pl.DataFrame) -> pl.DataFrame:
-    msg = pl.col("message")
-    k = pl.col("kind")
+    msg, k = pl.col("message"), pl.col("kind")
     starter = k.is_in(STARTERS).fill_null(False) & ~pl.col("is_cont")
-    same_stamp = pl.col("stamp_key").is_not_null() & (
-        pl.col("stamp_key") == pl.col("stamp_key").shift(1)
-    )
+    key = pl.col("stamp_key")
+    same_stamp = key.is_not_null() & (key == key.shift(1))
     body = msg.str.contains(_BODY).fill_null(False)
     # A report is printed in one go: a long pause (or a clock going back) ends it.
     sec = pl.coalesce(pl.col("ts").dt.epoch("us") / 1e6, pl.col("uptime_s"))
