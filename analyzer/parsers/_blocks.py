@@ -1,13 +1,14 @@
 """Read a text file in blocks of whole lines, cut where the caller's parser can restart.
 
-Private helper of the chunked parsers (bpftrace text, nvidia_dmon, psi, sar). A block's
+The one block reader of the parsers. A block's
 lines (`Block.lines`: ``line_no`` UInt32 1-based, ``line`` String) are exactly the lines
 `_read.read_lines` gives for the same part of the file (``\\r\\n`` and a final ``\\r``
 removed, NUL bytes dropped); they are only split when a parser asks (`Block`). The
 caller's ``cut(buf, limit)`` picks where a block ends: the byte offset of a line start in
 ``(0, limit]`` where its parser keeps no state it cannot carry over, or -1 when ``buf``
 holds none (then more of the file is read into the same block, doubling the read size,
-so a file without any cut point is one block — the same as reading it whole). ``ahead`` holds the ``lookahead`` lines that follow the block
+so a file without any cut point is one block — the same as reading it whole). ``ahead``
+holds the ``lookahead`` lines that follow the block
 (they are the first lines of the next block): context for parsers whose line kinds
 depend on the next lines, never counted twice.
 
@@ -22,10 +23,8 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
-from analyzer.parsers import _sysstat_fast as fast
 from analyzer.parsers import base
 
 #: Bytes read per block: big enough to amortize per-call overhead, small enough that a
@@ -54,8 +53,6 @@ class Block:
         """Number of lines (a last one without newline included)."""
         if "lines" in self.__dict__:  # already split: no second pass over the bytes
             return self.lines.height
-        if "chunk" in self.__dict__:
-            return self.chunk.n
         return self.data.count(b"\n") + (not self.data.endswith(b"\n"))
 
     @functools.cached_property
@@ -72,17 +69,6 @@ class Block:
     def plain(self) -> bool:
         """ASCII without NUL or CR: every line is exactly its bytes."""
         return self.data.isascii() and b"\x00" not in self.data and b"\r" not in self.data
-
-    @functools.cached_property
-    def chunk(self) -> fast.Chunk:
-        """The block as a `_sysstat_fast.Chunk` (line offsets and lengths by numpy)."""
-        return fast.chunk_of(np.frombuffer(self.data, dtype=np.uint8), self.first_line)
-
-    def subset(self, idx: np.ndarray) -> pl.DataFrame:
-        """``line_no``, ``line`` of the lines ``idx`` (0-based, ascending), as in `lines`."""
-        if "lines" in self.__dict__ or not self.plain or idx.size == self.n_lines:
-            return self.lines if idx.size == self.n_lines else self.lines[idx]
-        return self.chunk.lines(idx)
 
 
 def _utf8(data: bytes) -> bytes:

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from analyzer.parsers._sysstat_fast import COLON, SP, Chunk
+SP, COLON = 32, 58  # the bytes of a blank and of ':'
 
 #: Rows typed per numpy step: small enough that the temporaries stay in the CPU cache.
 BLOCK_ROWS = 8192
@@ -362,17 +362,3 @@ def block_rows(k: int) -> int:
     """Rows per block for rows of ``k`` numbers: `BLOCK_ROWS`, fewer for many numbers
     (each work array holds ``k`` words per row: about 64 k words at most)."""
     return max(2048, min(BLOCK_ROWS, (1 << 16) // max(k, 1)))
-
-
-def row_blocks(
-    chunk: Chunk, rows: np.ndarray, width: int, block: int | None = None
-) -> Iterator[tuple[slice, np.ndarray]]:
-    """The lines ``rows`` of ``chunk`` (all ``width`` bytes long) as ``(n, width)`` uint8
-    matrices of at most ``block`` rows (default `BLOCK_ROWS`): ``(slice of rows, matrix)``."""
-    block = block or BLOCK_ROWS
-    if rows.size == 0:
-        return
-    view = np.lib.stride_tricks.sliding_window_view(chunk.buf, width)
-    starts = chunk.starts[rows]
-    for i in range(0, rows.size, block):
-        yield slice(i, i + block), view[starts[i : i + block]]

@@ -1,8 +1,7 @@
-"""The shared numpy readers of sysstat text (:mod:`._sysstat_swar`, :mod:`._sysstat_fast`).
+"""The engine's byte typer (:mod:`._sysstat_swar`, behind `_sysstat.right_aligned`).
 
 The SWAR number and clock readers are checked against the regular polars casts on random
-text (they accept a narrow form and must give exactly the cast's value or refuse); the
-block readers give whole lines of the file, the same text by Python or by Arrow.
+text (they accept a narrow form and must give exactly the cast's value or refuse).
 """
 
 from __future__ import annotations
@@ -13,10 +12,9 @@ import re
 import numpy as np
 import polars as pl
 import pytest
-from polars.testing import assert_frame_equal
 
 from analyzer.parsers import _sysstat as s
-from analyzer.parsers import _sysstat_fast, _sysstat_swar
+from analyzer.parsers import _sysstat_swar
 
 
 def _number_cases(seed: int, n: int) -> list[str]:
@@ -104,27 +102,3 @@ def test_numpy_clock_is_the_regular_clock_or_refused() -> None:
     ref = pl.Series(times).to_frame("t").select(s.clock_seconds(pl.col("t"))).to_series()
     assert ok.sum() > 5000 and not ok[-3:].any()
     assert (sec[ok] == ref.to_numpy()[ok]).all()
-
-
-def test_chunk_lines_are_the_same_text_by_python_or_by_arrow(monkeypatch) -> None:
-    data = b"a b\n\nx\x00y\r\n  Device  \r\n\xc3\xa9t\xc3\xa9\nlast"
-    chunk = _sysstat_fast.chunk_of(np.frombuffer(data, np.uint8), 7)
-    idx = np.array([0, 1, 2, 3, 4, 5])
-    few = chunk.lines(idx)
-    monkeypatch.setattr(_sysstat_fast, "_FEW_LINES", 0)
-    assert_frame_equal(chunk.lines(idx), few)
-    assert few.get_column("line").to_list() == ["a b", "", "xy", "  Device  ", "été", "last"]
-    assert few.get_column("line_no").to_list() == [7, 8, 9, 10, 11, 12]
-    assert chunk.unterminated
-
-
-@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 20])
-def test_blocks_cut_in_memory_are_whole_lines_of_the_file(chunk, tmp_path) -> None:
-    data = b"a\n" + b"x" * 300 + b"\n\n" + b"".join(b"%d line\n" % i for i in range(500)) + b"end"
-    path = tmp_path / "f.out"
-    path.write_bytes(data)
-    mem = list(_sysstat_fast.split_blocks(_sysstat_fast.read_all(path), chunk))
-    disk = list(_sysstat_fast.read_blocks(path, chunk))
-    for blocks in (mem, disk):
-        assert b"".join(b.tobytes() for b in blocks) == data
-        assert all(b[-1] == 10 for b in blocks[:-1]) and all(b.size for b in blocks)
