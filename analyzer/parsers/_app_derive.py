@@ -1,16 +1,11 @@
-"""Per-interval series derived from cumulative samples: counter rates, histogram and
-summary quantiles, and Triton's duration / count counter pairs.
+"""Per-interval series of `analyzer.parsers.app_metrics` (its docstring states the method
+and the tables): counter rates, histogram and summary quantiles, Triton's duration / count
+counter pairs, from frames of `app_metric_sample` rows, batch by batch.
 
-Private helper of `analyzer.parsers.app_metrics` (its docstring states the method and
-the tables). Everything works on frames of `app_metric_sample` rows, batch by batch:
-`Deltas` keeps the last sample of every cumulative series so that the first scrape of a
-batch still gets its interval.
-
-Cumulative series: the samples of ``counter`` families (``_created`` excluded), the
-``_bucket``/``_count``/``_sum`` samples of histograms, ``_count``/``_sum`` of summaries,
-and untyped samples named ``*_total``. Between two scrapes where a series is present,
-``delta = value - previous``, or ``value`` when it went down (a counter reset starts
-from zero, as Prometheus' ``rate()`` assumes).
+Cumulative series: ``counter`` samples (``_created`` excluded), ``_bucket``/``_count``/
+``_sum`` of histograms, ``_count``/``_sum`` of summaries, untyped ``*_total``. Between two
+scrapes of a series, ``delta = value - previous``, or ``value`` when it went down (a
+counter reset starts from zero, as Prometheus' ``rate()`` assumes).
 """
 
 from __future__ import annotations
@@ -191,13 +186,9 @@ def quantiles(d: pl.DataFrame, samples: pl.DataFrame) -> pl.DataFrame:
     out = pl.concat(parts, how="diagonal_relaxed")
     missing = [c for c in (*QUANTILES, "sum") if c not in out.columns]
     out = out.with_columns(pl.lit(None, pl.Float64).alias(c) for c in missing)
-    unit, factor = pl.lit(None, pl.String), pl.lit(None, pl.Float64)
-    for pattern, name, f in reversed(_UNITS):
-        hit = pl.col("family").str.contains(pattern)
-        unit, factor = (
-            pl.when(hit).then(pl.lit(name)).otherwise(unit),
-            pl.when(hit).then(f).otherwise(factor),
-        )
+    hits = [(pl.col("family").str.contains(pattern), name, f) for pattern, name, f in _UNITS]
+    unit = pl.coalesce(pl.when(hit).then(pl.lit(name)) for hit, name, _ in hits)
+    factor = pl.coalesce(pl.when(hit).then(pl.lit(f)) for hit, _, f in hits)
     count = pl.col("count")
     out = out.with_columns(
         rate_per_s=count / pl.col("dt_s"),

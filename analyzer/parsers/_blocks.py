@@ -39,9 +39,9 @@ class Block:
     (1-based number of its first line), ``n_lines``, ``last`` (the file's last block).
 
     Nothing is split until asked for: `lines` (every line as a frame: ``data`` split at
-    ``\\n``, NUL bytes and a final ``\\r`` removed), `ahead` (the look-ahead lines),
-    `chunk` (line offsets by numpy) and `subset` (some lines as a frame) are built on first
-    use, so a parser that types most rows from the bytes never builds a frame of them all.
+    ``\\n``, NUL bytes and a final ``\\r`` removed) and `ahead` (the look-ahead lines) are
+    built on first use. In a `plain` block each line is exactly its bytes, so
+    `line_starts` gives where it is in ``data`` (for `_sysstat.right_aligned`).
     """
 
     def __init__(self, data: bytes, first_line: int, ahead: bytes, last: bool) -> None:
@@ -91,6 +91,12 @@ def frame(data: bytes, first_line: int) -> pl.DataFrame:
     if b"\r" in data:
         lf = lf.with_columns(pl.col("line").str.strip_suffix("\r"))
     return lf.collect()
+
+
+def line_starts(length: pl.Expr) -> pl.Expr:
+    """Byte offset in `Block.data` of each line of `Block.lines`, from the lines' byte
+    ``length`` (in file order, all lines of the block); right in a `Block.plain` block."""
+    return (length + 1).cum_sum() - length - 1
 
 
 def at_line_end(buf: bytes, limit: int) -> int:

@@ -1,17 +1,12 @@
-"""What kernel reports say (the second half of `analyzer.parsers.dmesg`): classify kernel
-log messages and group the lines of multi-line reports into events.
+"""What kernel reports say (the second half of `analyzer.parsers.dmesg`): `classify` adds
+each line's `kind`, the fields it states (pid, comm, Xid code, PCI bus, OOM sizes...) and
+`event_id` / `event_kind`, by regex over the message column.
 
-Input: one row per kernel log line (`message`, `rec` = printk record id, `is_cont` = the
-line is an unstamped continuation of the record, `stamp_key` = a sub-second timestamp
-string or NULL, `ts`, `uptime_s`). `classify` adds `kind`, the fields the line states
-(pid, comm, Xid code, PCI bus, OOM sizes...) and `event_id` / `event_kind`. Everything is
-regex over the message column (polars), no loop per line.
-
-An event holds at most `MAX_EVENT_LINES` lines: a longer run (a million identical lines
-share one stamp and would join) is cut before the first record start at or past that
-many lines from the event's start, and again from there (`_cap_events`, one step per
-cut). So a block-by-block parse that redoes the last event of each block with the next
-block finds the same events as one pass over the whole file.
+Input: one row per kernel log line (`message`, `rec` = printk record id, `is_cont` = an
+unstamped continuation of the record, `stamp_key` = a sub-second stamp or NULL, `ts`,
+`uptime_s`). An event holds at most `MAX_EVENT_LINES` lines: a longer run is cut at the
+first record start that many lines on, and again from there (`_cap_events`), so a parse
+that redoes each block's last event with the next block finds the one-pass events.
 """
 
 from __future__ import annotations
@@ -43,10 +38,11 @@ _FALLEN_PCI = r"(?:PCI:|NVIDIA GPU |GPU at )(?:0000)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]
 _OOM_INVOKED = r"^(?P<icomm>.+?) invoked oom-killer: "
 # Greedy comm when the sizes follow (comm may hold parentheses: "((resolved))"), else lazy.
 _KILLED = (
-    r"Killed process (?P<kpid>\d+) \((?P<kcomm>.*)\),? total-vm:(?P<kvm>\d+)kB, "
-    r"anon-rss:(?P<kanon>\d+)kB, file-rss:(?P<kfile>\d+)kB(?:, shmem-rss:(?P<kshmem>\d+)kB)?"
-    r"(?:, UID:(?P<kuid>\d+))?"
+    r"Killed process (?P<kpid>\d+) \((?P<kcomm>.*)\),? total-vm:(?P<total_vm_kb>\d+)kB, "
+    r"anon-rss:(?P<anon_rss_kb>\d+)kB, file-rss:(?P<file_rss_kb>\d+)kB"
+    r"(?:, shmem-rss:(?P<shmem_rss_kb>\d+)kB)?(?:, UID:(?P<kuid>\d+))?"
 )
+_SIZES = ["total_vm_kb", "anon_rss_kb", "file_rss_kb", "shmem_rss_kb"]
 _KILLED_SHORT = r"Killed process (?P<kpid2>\d+)(?:, UID (?P<kuid2>\d+),)? \((?P<kcomm2>.*?)\)"
 _HUNG = r"(?s)INFO: task (?P<hcomm>.+):(?P<hpid>\d+) blocked for more than (?P<hsec>\d+) seconds"
 _SOFT = r"soft lockup - CPU#\d+ stuck for (?P<ssec>\d+)s! \[(?P<scomm>.+):(?P<spid>\d+)\]"
@@ -141,7 +137,7 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
         pl.when(k == "gpu_fallen_off_bus").then(t).str.extract(_FALLEN_PCI, 1).alias("fpci"),
         pl.coalesce(
             pl.when(k == "io_error").then(t).str.extract(_DEVICE, i) for i in (1, 2, 3)
-        ).alias("dev"),
+        ).alias("device"),
         summary.str.extract(r"task_memcg=([^,]*)", 1).alias("_memcg_sum"),
         pl.when(msg.str.starts_with("Task in "))
         .then(msg)
@@ -150,40 +146,21 @@ def classify(df: pl.DataFrame) -> pl.DataFrame:
         summary.str.extract(r"oom-kill:constraint=(\w+)", 1).alias("_constraint"),
         summary.str.extract(r"oom-kill:.*[,:]uid=(\d+)", 1).alias("_uid_sum"),
     )
+    # Each kind's fields are NULL on the lines of other kinds: a coalesce picks the kind's.
     df = df.unnest("_x", "_k", "_k2", "_h", "_s", "_g")
-
-    def pick(**by_kind: pl.Expr) -> pl.Expr:
-        """The value for the line's kind (kinds are exclusive: at most one applies)."""
-        return pl.coalesce(pl.when(k == name).then(val) for name, val in by_kind.items())
-
-    c = pl.col
-    xname = c("xname").str.strip_chars()
-    blocked = pick(hung_task=_int(c("hsec")), soft_lockup=_int(c("ssec")))
+    xname = pl.col("xname").str.strip_chars()
+    blocked = _int(pl.coalesce("hsec", "ssec"))
+    comms = ["kcomm", "kcomm2", "icomm", "hcomm", "scomm", "gcomm"]
     df = df.with_columns(
-        pick(
-            xid=_int(c("xpid")),
-            oom_kill=_int(pl.coalesce("kpid", "kpid2")),
-            hung_task=_int(c("hpid")),
-            soft_lockup=_int(c("spid")),
-            segfault=_int(c("gpid")),
-        ).alias("pid"),
-        pick(
-            xid=pl.when(~xname.is_in(["<unknown>", "'<unknown>'"])).then(xname),
-            oom_kill=pl.coalesce("kcomm", "kcomm2"),
-            oom_invoked=c("icomm"),
-            hung_task=c("hcomm"),
-            soft_lockup=c("scomm"),
-            segfault=c("gcomm"),
-        ).alias("comm"),
-        pick(xid=_int(c("xcode"))).alias("xid_code"),
-        pick(xid=c("xpci"), gpu_fallen_off_bus=c("fpci")).str.to_lowercase().alias("pci_bus"),
-        pick(io_error=c("dev")).alias("device"),
+        _int(pl.coalesce("xpid", "kpid", "kpid2", "hpid", "spid", "gpid")).alias("pid"),
+        pl.coalesce(pl.when(~xname.is_in(["<unknown>", "'<unknown>'"])).then(xname), *comms).alias(
+            "comm"
+        ),
+        _int(pl.col("xcode")).alias("xid_code"),
+        pl.coalesce("xpci", "fpci").str.to_lowercase().alias("pci_bus"),
         pl.when(blocked <= MAX_UPTIME_S).then(blocked).alias("blocked_s"),  # else NULL
-        pick(oom_kill=_int(c("kvm"))).alias("total_vm_kb"),
-        pick(oom_kill=_int(c("kanon"))).alias("anon_rss_kb"),
-        pick(oom_kill=_int(c("kfile"))).alias("file_rss_kb"),
-        pick(oom_kill=_int(c("kshmem"))).alias("shmem_rss_kb"),
-        pick(oom_kill=_int(pl.coalesce("kuid", "kuid2"))).alias("_uid_own"),
+        _int(pl.col(_SIZES)),
+        _int(pl.coalesce("kuid", "kuid2")).alias("_uid_own"),
     )
     return _events(df).select(*keep, *_OUT)
 

@@ -1,5 +1,5 @@
 """Helpers shared by the snapshot parsers (host_config, processes, df, interrupts, buddyinfo,
-containers, proc_cgroup; `unescape` also app_log).
+containers, proc_cgroup; `unescape` also app_log, `lines`/`snapshot_time` py_spy).
 
 A capture snapshot is ``snap/<name>.<phase>.out`` with phase ``start`` or ``end``: the
 phase comes from the file name, the snapshot time from the manifest (``ctx.capture_start``
@@ -10,12 +10,13 @@ and ``ts`` are NULL and the coverage says so.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
 import polars as pl
 
-from analyzer.parsers import _read, base
+from analyzer.parsers import _read, _sysstat, base
 
 #: The two columns every snapshot table starts with.
 SNAP_COLUMNS: tuple[tuple[str, pl.DataType, str, str], ...] = (
@@ -33,23 +34,14 @@ REASONS: dict[str, tuple[str, str]] = {
 _PHASE = re.compile(r"(?:^|[._-])(start|end)(?:[._-]|$)")
 
 
-def phase_of(name: str) -> str | None:
-    """'start' / 'end' from a capture file name such as ``ps_cpu.start.out``, else None."""
-    m = _PHASE.search(name)
-    return m.group(1) if m else None
-
-
 def snapshot_time(
     path: Path, ctx: base.ParseContext, notes: list[str]
 ) -> tuple[str | None, datetime | None]:
-    """(phase, ts) of a snapshot file; notes why ts is NULL when it is."""
-    name = ctx.file_name or path.name
-    phase = phase_of(name)
-    ts = None
-    if phase == "start":
-        ts = ctx.capture_start
-    elif phase == "end":
-        ts = ctx.capture_end
+    """(phase, ts) of a snapshot file (phase 'start' / 'end' from a name such as
+    ``ps_cpu.start.out``, else None); notes why ts is NULL when it is."""
+    m = _PHASE.search(ctx.file_name or path.name)
+    phase = m.group(1) if m else None
+    ts = {"start": ctx.capture_start, "end": ctx.capture_end}.get(phase or "")
     if phase is None:
         notes.append("not a capture snapshot name (<name>.start/.end): snapshot and ts NULL")
     elif ts is None:
@@ -64,35 +56,35 @@ def lines(path: Path, notes: list[str]) -> pl.DataFrame:
     return _read.read_lines(path).collect()
 
 
-def blank_only(df: pl.DataFrame) -> bool:
-    """True when the lines of ``df`` (from `lines`) are all blank, or there are none."""
-    return df.height == 0 or bool(df["line"].str.strip_chars().eq("").all())
+def all_blank(cov: base.Coverage, df: pl.DataFrame) -> bool:
+    """True when the lines of ``df`` (from `lines`) are all blank, or there are none; they
+    are then accounted in ``cov`` as blank."""
+    if df.height and not df["line"].str.strip_chars().eq("").all():
+        return False
+    cov.total += df.height
+    cov.add_structure("blank", df.height)
+    return True
 
 
-def ends_with_newline(path: Path) -> bool:
-    """True when the file is empty or its last byte is a newline."""
-    with open(path, "rb") as f:
-        f.seek(0, 2)
-        if f.tell() == 0:
-            return True
-        f.seek(-1, 2)
-        return f.read(1) == b"\n"
+def truncated(df: pl.DataFrame, path: Path) -> pl.Expr:
+    """Per line of ``df`` (from `lines`): it is the last one and the file does not end with a
+    newline."""
+    return pl.lit(not _sysstat.ends_with_newline(path)) & (pl.col("line_no") == df.height)
+
+
+def classify(*cases: tuple[pl.Expr, str]) -> pl.Expr:
+    """Per line: ``blank`` for blank lines, else the verdict of the first case whose
+    condition holds, else ``other``."""
+    expr = pl.when(pl.col("line").str.strip_chars() == "").then(pl.lit("blank"))
+    for cond, verdict in cases:
+        expr = expr.when(cond).then(pl.lit(verdict))
+    return expr.otherwise(pl.lit("other"))
 
 
 def verdicts(df: pl.DataFrame, parsed: pl.Expr, path: Path) -> pl.Expr:
-    """Per line of ``df`` (from `lines`): ``blank``, ``truncated`` (the last line, when the
-    file does not end with a newline), ``parsed`` where ``parsed`` holds, else ``other``
-    — for `account`."""
-    trunc = not ends_with_newline(path)
-    return (
-        pl.when(pl.col("line").str.strip_chars() == "")
-        .then(pl.lit("blank"))
-        .when(pl.lit(trunc) & (pl.col("line_no") == df.height))
-        .then(pl.lit("truncated"))
-        .when(parsed)
-        .then(pl.lit("parsed"))
-        .otherwise(pl.lit("other"))
-    )
+    """Per line of ``df`` (from `lines`): `classify` with ``truncated`` (the last line, when
+    the file does not end with a newline), then ``parsed`` where ``parsed`` holds."""
+    return classify((truncated(df, path), "truncated"), (parsed, "parsed"))
 
 
 def account(cov: base.Coverage, what: pl.Series, reasons: dict[str, tuple[str, str]]) -> None:
@@ -142,3 +134,17 @@ def with_snapshot(frame: pl.DataFrame, phase: str | None, ts: datetime | None) -
         pl.lit(ts, dtype=base.TS).alias("ts"),
         pl.lit(phase, dtype=pl.String).alias("snapshot"),
     )
+
+
+def conformed(
+    tables: Mapping[str, base.Table],
+    frames: Mapping[str, pl.DataFrame],
+    phase: str | None,
+    ts: datetime | None,
+) -> dict[str, pl.DataFrame]:
+    """Each frame `with_snapshot` (unless it has no columns: no rows), conformed to its
+    declared table."""
+    return {
+        name: tables[name].conform(with_snapshot(f, phase, ts) if f.width else f).collect()
+        for name, f in frames.items()
+    }

@@ -438,13 +438,14 @@ def right_aligned(
     if not starts.size:
         return ok, vals
     first = data[int(starts[0]) : int(starts[0]) + layout.width].decode("ascii", "replace")
-    slots = []
+    slots, short = [], []
     for i in idx:
         a = layout.ends[i - 1] if i > 0 else 0
         m = re.search(r"[.,](\d+)$", first[a : layout.ends[i]])
         slots.append((a, layout.ends[i], len(m[1]) if m else 0))
+        short.append(len(first[a : layout.ends[i]].lstrip(" ")) <= 8)  # one word, mostly
     try:
-        numbers = swar.Numbers(slots, comma, alt=alt, narrow=True)
+        numbers = swar.Numbers(slots, comma, alt=alt, narrow=short)
     except ValueError:  # a field too narrow for a number: read them all by the regular path
         return ok, vals
     view = np.lib.stride_tricks.sliding_window_view(np.frombuffer(data, np.uint8), layout.width)

@@ -150,10 +150,11 @@ class Numbers:
     before it and blanks only before that. ``alt`` maps a slot index to ``(text,
     value)``: that slot may instead hold ``text`` right-aligned (mpstat's ``all`` = -1).
 
-    A slot wider than 9 bytes takes two words per value. With ``narrow``, every value is
-    first read from one word (its slot's bytes before that word must then be blanks: a
-    value of at most 8 characters), and only the rows where that fails are read again with
-    two words: the same ``ok`` and values, for about half the work when values are short.
+    A slot wider than 9 bytes takes two words per value. With ``narrow`` (for every slot,
+    or per slot), a value is first read from one word (its slot's bytes before that word
+    must then be blanks: a value of at most 8 characters), and only the rows where that
+    fails are read again with two words: the same ``ok`` and values, for about half the
+    work when values are short.
     """
 
     def __init__(
@@ -161,12 +162,13 @@ class Numbers:
         slots: Sequence[tuple[int, int, int]],
         comma: bool = False,
         alt: dict[int, tuple[str, float]] | None = None,
-        narrow: bool = False,
+        narrow: bool | Sequence[bool] = False,
     ) -> None:
         self.k = len(slots)
         one: list[tuple[int, list[str], int]] = []
         two: list[tuple[int, list[str], int]] = []
-        size = [8 if narrow or e - s <= 9 else 16 for s, e, _ in slots]
+        short = [narrow] * self.k if isinstance(narrow, bool) else list(narrow)
+        size = [8 if short[j] or e - s <= 9 else 16 for j, (s, e, _) in enumerate(slots)]
         for j, (s, e, d) in enumerate(slots):
             if not 0 <= d <= 6 or e - 2 - d <= s:
                 raise ValueError(f"slot {(s, e, d)} cannot hold a number")
@@ -175,8 +177,8 @@ class Numbers:
                 raise ValueError(f"slot {(s, e, d)} starts too close to the row start")
             (one if n == 8 else two).append((j, _roles(s, e, d, n), d))
         # Values come out one-word slots first: `row[j]` is slot j's row of the result.
-        order = [j for j, _, _ in one + two]
-        self.row = np.argsort(order)
+        self.order = np.array([j for j, _, _ in one + two], dtype=np.intp)
+        self.row = np.argsort(self.order)
         # Bytes of a slot left of its window must be blanks: whole words where they can.
         self.blanks: list[tuple[int, int]] = []  # (row, byte): one byte
         self.blank_words: list[tuple[int, int, np.uint64]] = []  # (row, offset, mask)
@@ -203,8 +205,10 @@ class Numbers:
             self.alt.append(
                 (j, e - 8, mask, _U(int.from_bytes(raw.rjust(8, b"\0"), "little")), value)
             )
-        self._wide = [int(self.row[j]) for j, (s, e, _) in enumerate(slots) if e - s > 9]
-        self._again = Numbers(slots, comma, alt) if narrow and self._wide else None
+        self._wide = [
+            int(self.row[j]) for j, (s, e, _) in enumerate(slots) if e - s > 9 and short[j]
+        ]
+        self._again = Numbers(slots, comma, alt) if self._wide else None
 
     def __call__(
         self, m: np.ndarray, out: np.ndarray | None = None
@@ -238,8 +242,9 @@ class Numbers:
             bad = np.flatnonzero((win[w] & ~ok[w]).any(axis=0))
             if bad.size:  # (rows in slot order; a window that fails fails with two words too)
                 ok2, vals2 = self._again(m[bad])
-                ok[:, bad] = ok2[self._again.row]
-                vals[:, bad] = vals2[self._again.row]
+                src = self._again.row[self.order]  # its rows in the order of ours
+                ok[:, bad] = ok2[src]
+                vals[:, bad] = vals2[src]
         return ok, vals
 
 

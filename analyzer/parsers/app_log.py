@@ -14,16 +14,12 @@ program wrote it with GNU tail's inotify, else within tail's 1 s poll); ``path``
 escaped like the sampler paths (``\\040`` space, ``\\011`` tab, ``\\012`` newline,
 ``\\134`` backslash).
 
-Table ``app_log_line`` (types and units in ``TABLES``): ts, file, pattern, line, and the
-numbers the line prints in a common form (PyTorch, DeepSpeed, Megatron-LM, HF Trainer,
-Lightning/tqdm, nanoGPT, torchtitan; the forms are listed below): step,
-steps_total, loss, printed_step_time_ms (a printed step time, or 1000 / it/s),
-it_per_s, samples_per_s, tokens_per_s. ``arrival_step_time_ms`` is derived from the
-arrival times: between two lines of the file that print a step number, Δts / Δstep
-(NULL when the step did not grow: a restart, or every rank printing the same step);
-in a file where no line prints a step, every matched line counts as one step (Δts to
-the previous line). ``step_time_ms`` is the printed time when there is one, else the
-arrival-derived one.
+Table ``app_log_line`` (types and units in ``TABLES``): the line and the numbers it
+prints in a common form (PyTorch, DeepSpeed, Megatron-LM, HF Trainer, Lightning/tqdm,
+nanoGPT, torchtitan; the forms are the regexes below). ``arrival_step_time_ms``: between
+two lines of a file that print a step number, Δts / Δstep (NULL when the step did not
+grow: a restart, or every rank printing the same step); in a file where no line prints a
+step, every matched line is one step (Δts to the previous line).
 
 Sample input::
 
@@ -41,6 +37,7 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers._read import read_lines
+from analyzer.parsers._sampler import tally
 from analyzer.parsers._snap_common import unescape
 from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult, table
 
@@ -136,18 +133,14 @@ _REMARK = "# hindsight-app-log "
 
 def sniff(head: str, name: str) -> float:
     """Certain with the capture's header; likely for stamped lines of a non-kernel path."""
-    if "# hindsight-app-log " in head:
+    if _REMARK in head:
         return 0.99
     lines = [ln for ln in head.splitlines()[:100] if ln.strip()]
     hits = [m for ln in lines if (m := re.match(_DATA, ln))]
-    paths = {m.group(2) for m in hits}
-    if (
-        not lines
-        or len(hits) * 2 < len(lines)
-        or any(p.startswith(("/proc/", "/sys/")) for p in paths)
-    ):
-        return 0.0
-    return 0.6 if all(p.startswith("/") for p in paths) else 0.0
+    user_paths = all(
+        m.group(2).startswith("/") and not m.group(2).startswith(("/proc/", "/sys/")) for m in hits
+    )
+    return 0.6 if lines and len(hits) * 2 >= len(lines) and user_paths else 0.0
 
 
 def parse(path: Path, ctx: ParseContext) -> ParseResult:
@@ -157,24 +150,19 @@ def parse(path: Path, ctx: ParseContext) -> ParseResult:
     g = line.str.extract_groups(_DATA)
     df = df.with_columns(
         pattern=line.str.extract(_BEGIN, 1).forward_fill(),
-        kind=pl.when(line.str.starts_with(_REMARK))
-        .then(pl.lit("remark"))
+        why=pl.when(line.str.starts_with(_REMARK))
+        .then(pl.lit("structure:capture remark (# hindsight-app-log ...)"))
         .when(line.str.strip_chars() == "")
-        .then(pl.lit("blank"))
-        .when(g.struct.field("1").is_not_null())
-        .then(pl.lit("data"))
-        .otherwise(pl.lit("other")),
+        .then(pl.lit("structure:blank"))
+        .when(g.struct.field("1").is_null())
+        .then(pl.lit("skipped:not a stamped log line")),
         epoch=g.struct.field("1"),
         file=unescape(g.struct.field("2")),
         text=g.struct.field("3"),
     )
-    cov = Coverage(total=df.height)
-    counts = dict(df.get_column("kind").value_counts().iter_rows())
-    cov.add_structure("capture remark (# hindsight-app-log ...)", counts.get("remark", 0))
-    cov.add_structure("blank", counts.get("blank", 0))
-    cov.add_skipped("not a stamped log line", counts.get("other", 0))
-    rows = df.filter(pl.col("kind") == "data")
-    cov.parsed = rows.height
+    cov = Coverage()
+    tally(cov, df)
+    rows = df.filter(pl.col("why").is_null())
     if rows.height == 0 and cov.n_skipped:
         raise ParseError(f"{path.name}: no stamped log line")
     dropped = df.filter(line.str.starts_with(_REMARK + "dropped "))

@@ -2,56 +2,41 @@
 (``--app-metrics URL``, ``series/app_metrics_<n>.out``), or one page saved by hand
 (``curl http://host:8000/metrics > metrics.txt``).
 
-Input format (docs/bundle-format.md "Application series"): every scrape between a
-``# hindsight-scrape begin <epoch_s> <url>`` and a ``# hindsight-scrape end <epoch_s>
-rc=… bytes=… truncated=… dur_ms=…[ error=…]`` line; the page as the endpoint sent it.
-Each page is parsed with `prometheus_client`'s parsers (OpenMetrics when it ends with
-``# EOF``; when that strict parser refuses it, and for every other page, the Prometheus
-text format 0.0.4), so any exposition works:
-vLLM (``vllm:e2e_request_latency_seconds``, ``vllm:time_to_first_token_seconds``,
-``vllm:time_per_output_token_seconds`` / ``vllm:inter_token_latency_seconds``,
-``vllm:num_requests_running``/``waiting``, ``vllm:gpu_cache_usage_perc`` /
-``vllm:kv_cache_usage_perc``), SGLang (``sglang:…``), Hugging Face TGI (``tgi_…``),
-NVIDIA Triton (``nv_inference_…``), and any generic counter, gauge, histogram, summary.
+Input (docs/bundle-format.md "Application series"): each scrape between a ``#
+hindsight-scrape begin <epoch_s> <url>`` and a ``# hindsight-scrape end <epoch_s> rc=…
+bytes=… truncated=… dur_ms=…[ error=…]`` line. Each page is parsed with
+`prometheus_client` (OpenMetrics when it ends with ``# EOF`` and that strict parser takes
+it, else the text format 0.0.4), so any exposition works: vLLM, SGLang, Hugging Face TGI,
+NVIDIA Triton, and any generic counter, gauge, histogram, summary.
 
 Tables (types and units in ``TABLES``):
 
-- ``app_scrape``: one row per scrape attempt — its time, duration, exit status, size,
-  whether the page was cut at the size cap, the format read, the samples kept, and a
-  status (``ok``, ``truncated``, ``failed``: the endpoint did not answer, ``unparsable``,
-  ``cut``: no end marker) with the reason.
+- ``app_scrape``: one row per scrape attempt, with a status (``ok``, ``truncated``,
+  ``failed``: the endpoint did not answer, ``unparsable``, ``cut``: no end marker).
 - ``app_metric_sample``: every sample of every page (long format). ``labels`` is one
-  sorted string ``a="1",b="x\\"y"`` (exposition escapes), without ``le`` (histogram
-  buckets: column ``le``, ``+Inf`` = inf) and ``quantile`` (summaries: column
-  ``quantile``).
+  sorted string ``a="1",b="x\\"y"`` (exposition escapes), without ``le`` (column ``le``,
+  ``+Inf`` = inf) and ``quantile`` (column ``quantile``).
 - ``app_metric_rate``: per-second rates of cumulative series (counters, ``_count`` and
-  ``_sum`` of histograms and summaries, untyped ``*_total``) between consecutive scrapes:
-  ``delta`` = value − previous value, or the value itself after a reset (the value went
-  down: the counter restarted from zero); ``rate_per_s`` = delta / ``dt_s``.
-- ``app_metric_quantile``: per scrape interval and labels, ``count`` (observations),
-  ``mean`` (Δsum / Δcount) and ``p50``/``p90``/``p99`` of each histogram, computed from
-  the bucket deltas exactly as Prometheus' ``histogram_quantile`` does (buckets sorted by
-  ``le``, counts made monotonic, the rank q × count located in the first bucket whose
-  cumulative count reaches it, linear interpolation between that bucket's lower bound —
-  the previous ``le``, 0 for the first bucket — and its ``le``; a rank in the ``+Inf``
-  bucket gives the highest finite bound; no ``+Inf`` bucket or no observation: NULL).
-  Summaries give their own quantiles (the values exposed at the later scrape, over the
-  client's window, not the interval) and Δsum / Δcount. Triton's cumulative microsecond
-  counters (``nv_inference_request_duration_us``, ``…_queue_…``, ``…_compute_input_…``,
-  ``…_compute_infer_…``, ``…_compute_output_…`` per ``nv_inference_request_success``;
-  cache hit/miss durations per hit/miss count) give ``type`` ``counter_pair`` with
-  ``mean`` = Δduration / Δcount. ``unit`` comes from the family name (``_seconds``,
-  ``_ms``/``_milliseconds``, ``_us``/``_microseconds``, ``_ns``; TGI's ``tgi_*_duration``
-  are seconds); the ``*_ms`` columns convert latencies to milliseconds (NULL when the
-  unit is not a time).
+  ``_sum`` of histograms and summaries, untyped ``*_total``) between consecutive scrapes;
+  after a reset (the value went down) ``delta`` is the value itself.
+- ``app_metric_quantile``: per scrape interval and labels, ``count``, ``mean`` (Δsum /
+  Δcount) and ``p50``/``p90``/``p99`` of each histogram from the bucket deltas exactly as
+  Prometheus' ``histogram_quantile`` does (buckets sorted by ``le``, counts made
+  monotonic, linear interpolation in the first bucket whose cumulative count reaches the
+  rank, from the previous ``le`` or 0; a rank in ``+Inf`` gives the highest finite bound;
+  no ``+Inf`` bucket or no observation: NULL). Summaries give the quantiles they expose
+  (over the client's window) and Δsum / Δcount. Triton's cumulative microsecond counters
+  (``nv_inference_request_duration_us``, ``…_queue_…``, ``…_compute_*_…`` per
+  ``nv_inference_request_success``; cache hit/miss durations per count) give ``type``
+  ``counter_pair``, ``mean`` = Δduration / Δcount. ``unit`` comes from the family name
+  (``_seconds``, ``_ms``, ``_us``, ``_ns``…; TGI's ``tgi_*_duration`` are seconds); the
+  ``*_ms`` columns are the latencies in milliseconds.
 
-A bad scrape costs only itself: its sample lines are counted skipped with the reason
-and the parser's message is in ``app_scrape.reason``. Two things are put back as the page
-has them: the text parser renames the samples of a ``# TYPE x counter`` family
-``x_total`` (undone unless the declared name ends in ``_total``), and it has no exemplars
-(the OpenMetrics parser keeps them). Timestamps written after a sample
-value are ignored (every sample takes its scrape's time). Cost: the parsers are pure
-Python, about 20 µs per sample (a 185-sample vLLM page in ~4 ms).
+A bad scrape costs only itself: its sample lines are counted skipped and the parser's
+message is in ``app_scrape.reason``. The text parser's renaming of a ``# TYPE x counter``
+family's samples to ``x_total`` is undone (unless the name ends in ``_total``); it has no
+exemplars (the OpenMetrics parser keeps them). Timestamps after a sample value are
+ignored (every sample takes its scrape's time). Cost: about 20 µs per sample.
 
 Sample input (one scrape)::
 
@@ -81,87 +66,68 @@ from analyzer.errors import ParseError
 from analyzer.parsers import _app_derive, _blocks
 from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult, table
 
+S, F = pl.String(), pl.Float64()
 _LAT = "latency percentile in milliseconds (NULL when the unit is not a time)"
 TABLES = {
     "app_scrape": table(
         "one row per scrape of an --app-metrics endpoint",
         ("ts", TS, "", "scrape start (UTC); NULL for a page saved without the capture"),
-        ("endpoint", pl.String(), "", "URL scraped (user:password masked)"),
-        ("dur_ms", pl.Float64(), "ms", "time the scrape took"),
+        ("endpoint", S, "", "URL scraped (user:password masked)"),
+        ("dur_ms", F, "ms", "time the scrape took"),
         ("rc", pl.Int32(), "", "exit status of curl/wget (0 = page received)"),
         ("bytes", pl.Int64(), "B", "bytes of the page kept"),
         ("truncated", pl.Boolean(), "", "the page was cut at the size cap (HINDSIGHT_APP_MAX_KB)"),
-        ("format", pl.String(), "", "'openmetrics' or 'prometheus' (text 0.0.4)"),
+        ("format", S, "", "'openmetrics' or 'prometheus' (text 0.0.4)"),
         ("samples", pl.Int64(), "", "samples kept from the page"),
-        ("status", pl.String(), "", "ok, truncated, failed, unparsable or cut (no end marker)"),
-        ("reason", pl.String(), "", "why the status is not ok (curl/wget or parser message)"),
+        ("status", S, "", "ok, truncated, failed, unparsable or cut (no end marker)"),
+        ("reason", S, "", "why the status is not ok (curl/wget or parser message)"),
     ),
     "app_metric_sample": table(
         "one row per sample per scrape",
         ("ts", TS, "", "scrape start (UTC)"),
-        ("endpoint", pl.String(), "", "URL scraped"),
-        (
-            "family",
-            pl.String(),
-            "",
-            "metric family (# TYPE name), e.g. vllm:e2e_request_latency_seconds",
-        ),
-        ("metric", pl.String(), "", "sample name as exposed (…_bucket, …_count, …_sum, …_total)"),
-        (
-            "type",
-            pl.String(),
-            "",
-            "counter, gauge, histogram, summary, info, stateset, unknown/untyped…",
-        ),
-        (
-            "labels",
-            pl.String(),
-            "",
-            'sorted k="v" list (exposition escapes), without le / quantile',
-        ),
-        ("le", pl.Float64(), "", "histogram bucket upper bound (inf for +Inf); NULL otherwise"),
-        ("quantile", pl.Float64(), "", "summary quantile; NULL otherwise"),
-        ("value", pl.Float64(), "", "sample value, in the metric's own unit"),
-        ("exemplar_labels", pl.String(), "", "exemplar labels (OpenMetrics pages)"),
-        ("exemplar_value", pl.Float64(), "", "exemplar value"),
+        ("endpoint", S, "", "URL scraped"),
+        ("family", S, "", "metric family (# TYPE name), e.g. vllm:e2e_request_latency_seconds"),
+        ("metric", S, "", "sample name as exposed (…_bucket, …_count, …_sum, …_total)"),
+        ("type", S, "", "counter, gauge, histogram, summary, info, stateset, unknown/untyped…"),
+        ("labels", S, "", 'sorted k="v" list (exposition escapes), without le / quantile'),
+        ("le", F, "", "histogram bucket upper bound (inf for +Inf); NULL otherwise"),
+        ("quantile", F, "", "summary quantile; NULL otherwise"),
+        ("value", F, "", "sample value, in the metric's own unit"),
+        ("exemplar_labels", S, "", "exemplar labels (OpenMetrics pages)"),
+        ("exemplar_value", F, "", "exemplar value"),
     ),
     "app_metric_rate": table(
         "one row per cumulative series per interval between two scrapes",
         ("ts", TS, "", "the later scrape's start (UTC)"),
-        ("endpoint", pl.String(), "", "URL scraped"),
-        ("family", pl.String(), "", "metric family"),
-        ("metric", pl.String(), "", "sample name (…_total, …_count, …_sum)"),
-        ("type", pl.String(), "", "type of the family"),
-        ("labels", pl.String(), "", "as in app_metric_sample"),
-        ("dt_s", pl.Float64(), "s", "time between the two scrapes"),
-        ("delta", pl.Float64(), "", "increase in the interval (the value itself after a reset)"),
-        ("rate_per_s", pl.Float64(), "1/s", "delta / dt_s, in the metric's unit per second"),
+        ("endpoint", S, "", "URL scraped"),
+        ("family", S, "", "metric family"),
+        ("metric", S, "", "sample name (…_total, …_count, …_sum)"),
+        ("type", S, "", "type of the family"),
+        ("labels", S, "", "as in app_metric_sample"),
+        ("dt_s", F, "s", "time between the two scrapes"),
+        ("delta", F, "", "increase in the interval (the value itself after a reset)"),
+        ("rate_per_s", F, "1/s", "delta / dt_s, in the metric's unit per second"),
         ("reset", pl.Boolean(), "", "the value went down: the counter restarted from zero"),
     ),
     "app_metric_quantile": table(
         "one row per histogram, summary or Triton duration counter, labels and interval",
         ("ts", TS, "", "the later scrape's start (UTC)"),
-        ("endpoint", pl.String(), "", "URL scraped"),
-        ("family", pl.String(), "", "histogram / summary / duration counter family"),
-        ("labels", pl.String(), "", "as in app_metric_sample"),
-        ("type", pl.String(), "", "histogram, summary or counter_pair (Triton)"),
-        ("dt_s", pl.Float64(), "s", "interval length"),
-        ("count", pl.Float64(), "", "observations (requests) in the interval"),
-        ("rate_per_s", pl.Float64(), "1/s", "count / dt_s"),
-        ("mean", pl.Float64(), "", "Δsum / Δcount, in the family's unit"),
-        (
-            "p50",
-            pl.Float64(),
-            "",
-            "median in the family's unit (histogram: interval; summary: as exposed)",
-        ),
-        ("p90", pl.Float64(), "", "90th percentile, same"),
-        ("p99", pl.Float64(), "", "99th percentile, same"),
-        ("unit", pl.String(), "", "s, ms, us or ns from the family name; NULL when not a time"),
-        ("mean_ms", pl.Float64(), "ms", "mean " + _LAT.removeprefix("latency percentile ")),
-        ("p50_ms", pl.Float64(), "ms", "p50 " + _LAT),
-        ("p90_ms", pl.Float64(), "ms", "p90 " + _LAT),
-        ("p99_ms", pl.Float64(), "ms", "p99 " + _LAT),
+        ("endpoint", S, "", "URL scraped"),
+        ("family", S, "", "histogram / summary / duration counter family"),
+        ("labels", S, "", "as in app_metric_sample"),
+        ("type", S, "", "histogram, summary or counter_pair (Triton)"),
+        ("dt_s", F, "s", "interval length"),
+        ("count", F, "", "observations (requests) in the interval"),
+        ("rate_per_s", F, "1/s", "count / dt_s"),
+        ("mean", F, "", "Δsum / Δcount, in the family's unit"),
+        ("p50", F, "", "median in the family's unit (histogram: interval; summary: as exposed)"),
+        ("p90", F, "", "90th percentile, same"),
+        ("p99", F, "", "99th percentile, same"),
+        ("unit", S, "", "s, ms, us or ns from the family name; NULL when not a time"),
+        ("mean_ms", F, "ms", "mean " + _LAT.removeprefix("latency percentile ")),
+        ("p50_ms", F, "ms", "p50 " + _LAT),
+        ("p90_ms", F, "ms", "p90 " + _LAT),
+        ("p99_ms", F, "ms", "p99 " + _LAT),
         ("reset", pl.Boolean(), "", "a counter of the interval was reset"),
     ),
 }
@@ -179,17 +145,8 @@ _SAMPLE_LINE = re.compile(
 )
 _META_LINE = re.compile(r"^# (?:HELP|TYPE) [A-Za-z_:][A-Za-z0-9_:]* ", re.M)
 _BUCKETED = {"histogram", "gaugehistogram"}
-_SAMPLE_SCHEMA = {
-    "family": pl.String,
-    "metric": pl.String,
-    "type": pl.String,
-    "labels": pl.String,
-    "le": pl.Float64,
-    "quantile": pl.Float64,
-    "value": pl.Float64,
-    "exemplar_labels": pl.String,
-    "exemplar_value": pl.Float64,
-}
+_SCRAPE_COLUMNS = list(TABLES["app_scrape"].schema)
+_SAMPLE_SCHEMA = dict(list(TABLES["app_metric_sample"].schema.items())[2:])  # no ts, endpoint
 
 
 def sniff(head: str, name: str) -> float:
@@ -417,20 +374,8 @@ def _scrape(sc: _Scrape, cov: Coverage, notes: list[str], info: list[dict]) -> p
     """Account for one scrape's lines and note its app_scrape row; its samples as a frame."""
 
     def row(status: str, reason: str | None, fmt: str | None = None, n: int = 0) -> None:
-        info.append(
-            {
-                "ts": sc.start_us,
-                "endpoint": sc.endpoint,
-                "dur_ms": sc.dur_ms,
-                "rc": sc.rc,
-                "bytes": sc.bytes,
-                "truncated": sc.truncated,
-                "format": fmt,
-                "samples": n,
-                "status": status,
-                "reason": reason,
-            }
-        )
+        values = (sc.start_us, sc.endpoint, sc.dur_ms, sc.rc, sc.bytes, sc.truncated, fmt, n)
+        info.append(dict(zip(_SCRAPE_COLUMNS, (*values, status, reason), strict=True)))
 
     if sc.kind == "stray":
         cov.add_skipped("line outside a scrape block", sc.n_lines)

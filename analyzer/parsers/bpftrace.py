@@ -1,44 +1,36 @@
 """bpftrace and bcc histogram / map output -> ``bpf_hist`` and ``bpf_scalar``.
 
-Supported (text, any bpftrace version from 0.9 to 0.2x; bcc tools' ``print_log2_hist`` /
-``print_linear_hist``):
+Supported (text, bpftrace 0.9 to 0.2x; bcc's ``print_log2_hist`` / ``print_linear_hist``):
 
-* bpftrace ``hist()``/``lhist()`` maps: a map line ``@usecs:`` / ``@[comm]:`` /
-  ``@name[k1, k2]:`` then bucket rows ``[lo, hi)  count |@@@|`` with K/M/G/T suffixes
-  (powers of 1024), single-value buckets ``[0]``, ``[1]``, the negative bucket
-  ``(..., 0)`` and the lhist overflow bucket ``[64K, ...)``; multi-line stack keys
-  (``@name[`` + indented frames + ``]:``, frames joined with ';').
-* scalar maps ``@a[comm]: 26`` (count/sum/avg/min/max print the same way: stat
-  ``value``), ``stats()`` lines ``@s: count 80723, average 8661, total 699159288``
-  (stats ``count``/``average``/``total``), string maps (``text``), ``tseries()`` rows.
-* bcc histograms: ``     usecs   : count     distribution`` headers with
-  ``0 -> 1   : 233  |****|`` (log2) or ``5   : 12  |**|`` (linear) rows, per-key
-  sections (``disk = 'sda'``: map ``disk``, key ``sda``).
-* interval timestamps on their own line: ``HH:MM:SS`` (bpftrace ``time()`` default,
-  bcc ``-T``; also ``[HH:MM:SS]``) dated with ``ctx.capture_start`` and rolled over at
-  midnight, ISO 8601 (``2026-11-29T14:00:10Z``, offset or local), epoch seconds. A
-  timestamp applies to the maps after it until the next one or two blank lines in a row
-  (bpftrace's exit dump has no time: ``ts`` NULL). Local times use ``ctx.tz``.
-* ``-f json``: NDJSON records ``hist``, ``map``, ``stats``, ``tseries``, ``time``,
-  ``attached_probes`` (pretty-printed multi-line records too); see ``_bpftrace_json``.
+* bpftrace ``hist()``/``lhist()`` maps: ``@usecs:`` / ``@name[k1, k2]:`` then bucket rows
+  ``[lo, hi)  count |@@@|`` (K/M/G/T suffixes are powers of 1024), single-value buckets
+  ``[1]``, the negative bucket ``(..., 0)``, the overflow bucket ``[64K, ...)``; multi-line
+  stack keys (``@name[`` + indented frames + ``]:``, frames joined with ';').
+* scalar maps ``@a[comm]: 26`` (stat ``value``), ``stats()`` lines ``@s: count 80723,
+  average 8661, total 699159288`` (stats ``count``/``average``/``total``), string maps
+  (``text``), ``tseries()`` rows.
+* bcc histograms: ``usecs : count distribution`` headers with ``0 -> 1 : 233 |****|``
+  (log2) or ``5 : 12 |**|`` (linear) rows, per-key sections (``disk = 'sda'``: map
+  ``disk``, key ``sda``).
+* timestamp lines: ``HH:MM:SS`` / ``[HH:MM:SS]`` (dated with ``ctx.capture_start``, rolled
+  over at midnight), ISO 8601, epoch seconds. One applies to the maps after it until the
+  next one or two blank lines in a row (the exit dump has no time: ``ts`` NULL); local
+  times are read in ``ctx.tz``.
+* ``-f json``: records ``hist``, ``map``, ``stats``, ``tseries``, ``time``,
+  ``attached_probes``, one per line or pretty-printed, each decoded with ``json``.
 
-Banners (``Attaching N probes...``, ``Tracing ... Hit Ctrl-C to end.``), titles and
-``^C`` are structure; stderr noise (``ERROR: ... RLIMIT_MEMLOCK``), shell prompts and
-prose of example transcripts are skipped with reasons. Other printf output (snoop
-tables, stacks) is skipped as unsupported.
+Banners, titles and ``^C`` are structure; stderr noise, shell prompts and the prose of
+example transcripts are skipped with reasons, other printf output as unsupported.
 
 Tables: ``bpf_hist`` (ts, map, key, bucket_low, bucket_high, count, unit, style) and
 ``bpf_scalar`` (ts, map, key, stat, value, text). Buckets are ``[bucket_low,
-bucket_high)``: high is exclusive, so bcc's ``2 -> 3`` is ``[2, 4)`` and JSON
-``max`` is ``max + 1``.
+bucket_high)``: bcc's ``2 -> 3`` is ``[2, 4)``, JSON ``max`` is ``max + 1``.
 
-How text is read: blocks of `_blocks.Blocks` that start at an empty line, so only the
-timestamp in effect, a pending blank line and the midnight roll-over go on from block to
-block (`_Carry`). A line's kind comes from its text alone, computed once per distinct
-text (a capture repeats itself), except a bcc section key and a section title, which
-also look at the next two lines. Each run of histogram rows takes map, key and
-timestamp from the line that starts it (its segment): the context work runs on the
-other lines plus the first row of each run.
+Text is read in `_blocks.Blocks` blocks cut at an empty line; the timestamp in effect, a
+pending blank line and the midnight roll-overs go on from block to block (`_Carry`). A
+line's kind comes from its text alone, computed once per distinct text, except a bcc
+section key and a section title, which also look at the next two lines. A run of
+histogram rows takes map, key and timestamp from the line that starts it.
 
 Sample input::
 
@@ -55,24 +47,20 @@ Sample input::
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import polars as pl
 
-from analyzer.parsers import _blocks, _bpftrace_json, _read, base
-from analyzer.parsers._nvbpf_time import (
-    DayCarry,
-    hms_seconds,
-    local_to_utc,
-    resolve_tz,
-    time_of_day_to_ts,
-)
+from analyzer.parsers import _blocks, _nvbpf_time, _read, base
 from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult
 
+I64 = pl.Int64
 TABLES: dict[str, base.Table] = {
     "bpf_hist": base.table(
         "one row per histogram bucket per map key per printed interval",
@@ -112,13 +100,15 @@ STACK_OPEN = r"^@[A-Za-z_0-9]*\[$"
 BT_ROW = r"^[\[(][^\])]*[\])]\s+\d+\s+\|[@ ]*\|\s*$"  # on the line as read
 BT_SCALAR = r"^(?:@([A-Za-z_0-9]*)(?:\[(.*)\])?|\]): (.+)$"
 BCC_HDR = r"^\s*(\S.*?)\s+: count\s+distribution$"
-BCC_LOG2 = r"^\s*(\d+) -> (\d+)\s+: (\d+)\s+\|[*+ ]*\|$"
-BCC_LIN = r"^\s*(\d+)\s+: (\d+)\s+\|[*+ ]*\|$"
+BCC_ROW = r"^\s*(\d+)(?: -> (\d+))?\s+: (\d+)\s+\|[*+ ]*\|$"  # log2 `lo -> hi`, linear `v`
 BCC_KEY = r"^\s*(?:Bucket )?([A-Za-z_][\w ]*?) = (.+)$"
 TS_ROW = r"^(\S+) +[|*][ *.]*[|*] (-?\d+(?:\.\d+)?|-)$"
 TS_AXIS = r"^(?:\s+-?\d+(?:\.\d+)?\s+-?\d+(?:\.\d+)?|hh:mm:ss(?:\.ms)?\s+\|_+\||\s+v_+v)$"
 TIME_HMS = r"^\[?(\d{1,2}:\d{2}:\d{2}(?:\.\d+)?)\]?$"
-TIME_ISO = r"^(?:@[A-Za-z_0-9]*: )?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?)(Z|[+-]\d{2}:?\d{2})?$"
+TIME_ISO = (
+    r"^(?:@[A-Za-z_0-9]*: )?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?)"
+    r"(Z|([+-])(\d{2}):?(\d{2}))?$"
+)
 TIME_EPOCH = r"^(?:@[A-Za-z_0-9]*time[A-Za-z_0-9]*: )?(\d{9,10}(?:\.\d+)?)$"
 BANNER = r"^Attach(?:ing|ed) \d+ probes?|Ctrl-C|^Tracing .*\.\.\.?$|^hindsight \w+: "
 NOISE = r"^(?:ERROR|WARNING|WARN|Error|stdin:\d|Lost \d+ events|\S+\.bt:\d+:\d+|libbpf:|perf_event_open|Failed to|cannot )"
@@ -134,12 +124,12 @@ _K1 = [
     ("time", f"{TIME_HMS}|{TIME_ISO}|{TIME_EPOCH}"),
     ("bt_scalar", BT_SCALAR),
     ("bcc_hdr", BCC_HDR),
-    ("bcc_row", f"{BCC_LOG2}|{BCC_LIN}"),
+    ("bcc_row", BCC_ROW),
     ("ts_row", TS_ROW),
     ("ts_axis", TS_AXIS),
 ]
 _K2 = [("noise", NOISE), ("banner", BANNER), ("ctrl_c", r"^\^C$"), ("prompt", PROMPT)]
-# Coverage of the lines that are not rows, by kind.
+# Coverage of the lines that are not rows, by kind: 'P' parsed, 'S:' structure, 'K:' skipped.
 _REASONS = {
     "bt_scalar": "P",
     "bt_hdr": "S:histogram/map header",
@@ -154,6 +144,7 @@ _REASONS = {
     "noise": "K:stderr noise",
     "prompt": "K:shell prompt (transcript)",
 }
+UNREC = "K:unrecognized line (unsupported output or garbage)"
 UNITS = {"us": "usecs", "ns": "nsecs", "ms": "msecs"} | {
     u: u for u in ("usecs", "nsecs", "msecs", "bytes", "kbytes", "secs")
 }
@@ -187,8 +178,8 @@ class _Carry:
 
     ts: datetime | None = None  # the timestamp in effect after the block
     prev_blank: bool = False  # the block's last line is blank
-    times: DayCarry = field(default_factory=DayCarry)  # roll-over of timestamp lines
-    tseries: DayCarry = field(default_factory=DayCarry)  # roll-over of tseries row times
+    times: _nvbpf_time.DayCarry = field(default_factory=_nvbpf_time.DayCarry)  # time lines
+    tseries: _nvbpf_time.DayCarry = field(default_factory=_nvbpf_time.DayCarry)  # tseries rows
     unplaced: int = 0  # timestamp lines whose ts is NULL
 
 
@@ -196,7 +187,7 @@ def parse(path: Path, ctx: ParseContext) -> ParseResult:
     """Parse one bpftrace / bcc output file (see the module docstring); each block's rows
     go to ``ctx.sink`` when there is one. JSON output is read whole."""
     cov = Coverage()
-    tz, tz_note = resolve_tz(ctx)
+    tz, tz_note = _nvbpf_time.resolve_tz(ctx)
     json_mode = _json_mode(path)
     out = _blocks.Rows(ctx, TABLES)
     placed = False
@@ -261,63 +252,55 @@ def _count(cov: Coverage, reasons: pl.DataFrame) -> None:
             cov.add_skipped(r[2:], n)
 
 
+def _first(conds: Iterable[tuple[pl.Expr, str]]) -> pl.Expr:
+    """The name paired with the first true condition (NULL when none)."""
+    return pl.coalesce(pl.when(cond).then(pl.lit(name)) for cond, name in conds)
+
+
+def _matches(s: pl.Expr, kinds: list[tuple[str, str]]) -> pl.Expr:
+    """The kind of the first regex ``s`` matches (NULL when none)."""
+    return _first((s.str.contains(rx), kind) for kind, rx in kinds)
+
+
 # --- text: what a line's text says ---------------------------------------------------
 
 
 def _suffixed(expr: pl.Expr) -> pl.Expr:
-    """``64K`` -> 65536 (bpftrace suffixes are powers of 1024)."""
+    """``64K`` -> 65536 (bpftrace suffixes are powers of 1024); NULL for ``...``."""
     g = expr.str.strip_chars().str.extract_groups(r"^(-?\d+)([KMGTPE]?)$")
-    mult = g.struct.field("2").replace_strict(_MULT, default=None, return_dtype=pl.Int64)
-    return g.struct.field("1").cast(pl.Int64, strict=False) * mult
-
-
-def _bounds(label: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
-    """``bucket_low``, ``bucket_high`` of a bpftrace bucket label (between the brackets)."""
-    parts = label.str.split_exact(",", 1)
-    lo_s, hi_s = parts.struct.field("field_0"), parts.struct.field("field_1")
-    lo = pl.when(lo_s.str.strip_chars() == "...").then(None).otherwise(_suffixed(lo_s))
-    hi = (
-        pl.when(hi_s.is_null())
-        .then(_suffixed(lo_s) + 1)
-        .when(hi_s.str.strip_chars() == "...")
-        .then(None)
-        .otherwise(_suffixed(hi_s))
-    )
-    return lo, hi
-
-
-def _first(s: pl.Expr, kinds: list[tuple[str, str]]) -> pl.Expr:
-    """The kind of the first regex ``s`` matches (NULL when none)."""
-    return pl.coalesce(pl.when(s.str.contains(rx)).then(pl.lit(kind)) for kind, rx in kinds)
+    mult = g.struct.field("2").replace_strict(_MULT, default=None, return_dtype=I64)
+    return g.struct.field("1").cast(I64, strict=False) * mult
 
 
 def _facts(texts: pl.Series) -> pl.DataFrame:
-    """One row per distinct line text (``tid``: its row number; a capture repeats its
-    rows, headers, blank lines and timestamps): ``kind`` from the text alone; ``dep`` when
-    it also depends on the next lines (a possible bcc section key or title: ``bcc_key``,
-    ``k2``, ``title``, ``k3`` decide with them); what the line before asks of it (``at``,
-    ``empty``, ``bcch``); the values it holds. Bucket rows, most of a capture, match none
-    of the kinds before theirs: they skip the kind chain."""
+    """One row per distinct line text (``tid``: its row number): ``kind`` from the text
+    alone; ``dep`` when the next lines decide too (``bcc_key``, ``k2``, ``title``, ``k3``);
+    what the line before asks of it (``at``, ``empty``, ``bcch``); the values it holds.
+    Bucket rows, most of a capture, skip the kind chain."""
     u = pl.DataFrame({"line": texts.unique(maintain_order=True)})
     u = u.with_columns(bt=pl.col("line").str.contains(BT_ROW))
     is_bt = pl.col("bt")
     row = pl.col("line").str.extract_groups(r"^[\[(]([^\])]*)[\])]\s+(\d+)")
     bt = u.filter(is_bt).with_columns(
-        label=row.struct.field("1"), count=row.struct.field("2").cast(pl.Int64, strict=False)
+        label=row.struct.field("1"), count=row.struct.field("2").cast(I64, strict=False)
     )
-    lo, hi = _bounds(pl.col("label"))
-    labels = bt.select(pl.col("label").unique()).with_columns(lo=lo, hi=hi)
+    # Bucket bounds, once per label: ``[lo, hi)``, or ``[v]`` for ``[v, v + 1)``.
+    parts = pl.col("label").str.split_exact(",", 1)
+    lo, hi = parts.struct.field("field_0"), parts.struct.field("field_1")
+    labels = bt.select(pl.col("label").unique()).with_columns(
+        bucket_low=_suffixed(lo),
+        bucket_high=pl.when(hi.is_null()).then(_suffixed(lo) + 1).otherwise(_suffixed(hi)),
+    )
     bt = bt.join(labels, on="label", how="left", maintain_order="left").select(
-        "line", "lo", "hi", "count", kind=pl.lit("bt_row")
+        "line", "bucket_low", "bucket_high", "count", kind=pl.lit("bt_row")
     )
     s = pl.col("s")
     words = s.str.count_matches(r"\b[a-z]{2,}\b")
     prose = ((words >= 3) & (words * 5 >= s.str.count_matches(r"\S+") * 2)) | (
         (words >= 1) & s.str.contains(r"^\s*[A-Za-z(\"'][^|@]*[a-z)][.:!?,]$")
     )
-    k3 = pl.coalesce(_first(s, [("indented", r"^\s+\S")]), pl.when(prose).then(pl.lit("prose")))
-    log2, lin = s.str.extract_groups(BCC_LOG2), s.str.extract_groups(BCC_LIN)
-    sec = s.str.extract_groups(BCC_KEY)
+    k3 = _first([(s.str.contains(r"^\s+\S"), "indented"), (prose, "prose")])
+    bcc, sec = s.str.extract_groups(BCC_ROW), s.str.extract_groups(BCC_KEY)
     val = s.str.extract(BT_SCALAR, 3).str.strip_chars()
     tsr = s.str.extract_groups(TS_ROW)
     c = pl.col
@@ -325,8 +308,8 @@ def _facts(texts: pl.Series) -> pl.DataFrame:
         u.filter(~is_bt)
         .with_columns(s=c("line").str.strip_chars_end())
         .with_columns(
-            k1=_first(s, _K1),
-            k2=_first(s, _K2),
+            k1=_matches(s, _K1),
+            k2=_matches(s, _K2),
             k3=k3.fill_null("other"),
             bcc_key=s.str.contains(BCC_KEY),
             title=s.str.ends_with(":"),
@@ -341,16 +324,12 @@ def _facts(texts: pl.Series) -> pl.DataFrame:
             closing=s.str.starts_with("]:"),
             map0=pl.concat_str(pl.lit("@"), s.str.extract(r"^@([A-Za-z_0-9]*)", 1)),
             key0=s.str.extract(r"^@[A-Za-z_0-9]*\[(.*)\]:(?: .*)?$", 1).fill_null(""),
-            lo=pl.coalesce(log2.struct.field("1"), lin.struct.field("1")).cast(
-                pl.Int64, strict=False
-            ),
-            hi=pl.coalesce(log2.struct.field("2"), lin.struct.field("1")).cast(
-                pl.Int64, strict=False
+            bucket_low=bcc.struct.field("1").cast(I64, strict=False),
+            bucket_high=pl.coalesce(bcc.struct.field("2"), bcc.struct.field("1")).cast(
+                I64, strict=False
             )
             + 1,
-            count=pl.coalesce(log2.struct.field("3"), lin.struct.field("2")).cast(
-                pl.Int64, strict=False
-            ),
+            count=bcc.struct.field("3").cast(I64, strict=False),
             label=s.str.extract(BCC_HDR, 1),
             sec_map=sec.struct.field("1"),
             sec_key=sec.struct.field("2").str.strip_chars().str.strip_chars("'\""),
@@ -378,31 +357,22 @@ def _line_kinds(full: pl.DataFrame, n: int) -> tuple[pl.DataFrame, pl.DataFrame]
         "tid"
     ]
     kind = facts.get_column("kind").gather(tid.head(n))
-    dep = np.flatnonzero(facts.get_column("dep").gather(tid.head(n)).to_numpy())
-    if dep.size:
-
-        def ahead(col: str, k: int, fill: bool) -> pl.Series:
-            """``col`` of the k-th line after each ``dep`` line (``fill`` past the end)."""
-            at = dep + k
-            got = np.full(dep.size, fill)
-            inside = at < full.height
-            got[inside] = facts.get_column(col).gather(tid.gather(at[inside]))
-            return pl.Series(got)
-
+    dep = facts.get_column("dep").gather(tid.head(n)).arg_true()
+    if dep.len():
         c = pl.col
-        mine = facts.select(pl.all().gather(tid.gather(dep))).with_columns(
-            n_bcch1=ahead("bcch", 1, False),
-            n_at1=ahead("at", 1, False),
-            n_empty1=ahead("empty", 1, True),
-            n_at2=ahead("at", 2, False),
+        ahead = facts.select("bcch", "at", "empty")[tid].select(
+            n_bcch1=c("bcch").shift(-1, fill_value=False),
+            n_at1=c("at").shift(-1, fill_value=False),
+            n_empty1=c("empty").shift(-1, fill_value=True),
+            n_at2=c("at").shift(-2, fill_value=False),
         )
+        mine = pl.concat([facts[tid.gather(dep)], ahead[dep]], how="horizontal")
+        title = c("title") & (c("n_at1") | (c("n_empty1") & c("n_at2")))
         got = mine.select(
             pl.coalesce(
                 pl.when(c("bcc_key") & c("n_bcch1")).then(pl.lit("bcc_key")),
                 c("k2"),
-                pl.when(c("title") & (c("n_at1") | (c("n_empty1") & c("n_at2")))).then(
-                    pl.lit("title")
-                ),
+                pl.when(title).then(pl.lit("title")),
                 c("k3"),
             )
         ).to_series()
@@ -415,12 +385,10 @@ def _line_kinds(full: pl.DataFrame, n: int) -> tuple[pl.DataFrame, pl.DataFrame]
 
 
 def _stacks(df: pl.DataFrame) -> pl.DataFrame:
-    """Multi-line stack keys: ``@name[`` + indented frames + ``]:`` / ``]: value``.
-
-    Adds ``frame_ok`` (a frame inside an open stack key) and, on the closing line,
-    ``stack_map`` / ``stack_key`` (frames stripped and joined with ';'). A stack run
-    (seg3) is a non-indented line and the indented lines after it.
-    """
+    """Multi-line stack keys (``@name[`` + indented frames + ``]:`` / ``]: value``): adds
+    ``frame_ok`` (a frame inside an open stack key) and, on the closing line, ``stack_map``
+    / ``stack_key`` (frames stripped, joined with ';'). A run (seg3): a non-indented line
+    and the indented lines after it."""
     kind = pl.col("kind")
     ind = kind == "indented"
     df = df.with_columns(
@@ -473,7 +441,7 @@ def _context(df: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         _sec_tid=pl.when(kind.shift(1) == "bcc_key").then(pl.col("tid").shift(1)).gather(at),
     )
     label = facts.get_column("label").gather(df.get_column("_label_tid"))
-    sec = facts.select("sec_map", "sec_key").select(pl.all().gather(df.get_column("_sec_tid")))
+    sec = facts.select(pl.col("sec_map", "sec_key").gather(df.get_column("_sec_tid")))
     return pl.concat([df, sec], how="horizontal").with_columns(label=label)
 
 
@@ -482,12 +450,12 @@ def _timestamps(df: pl.DataFrame, ctx: ParseContext, tz: str, carry: _Carry) -> 
     kind = pl.col("kind")
     blank = kind == "blank"
     blank2 = blank & blank.shift(1, fill_value=carry.prev_blank)
-    mark = pl.when(kind == "time").then(pl.col("line_no").cast(pl.Int64)).when(blank2).then(0)
+    mark = pl.when(kind == "time").then(pl.col("line_no").cast(I64)).when(blank2).then(0)
     df = df.with_columns(mark=mark.forward_fill())
     times = df.filter(kind == "time").select("line_no", "s")
     ts = _time_values(times, "s", ctx, tz, carry.times)
     carry.unplaced += ts.null_count()
-    times = times.select(pl.col("line_no").cast(pl.Int64).alias("mark"), ts.alias("ts"))
+    times = times.select(pl.col("line_no").cast(I64).alias("mark"), ts.alias("ts"))
     df = df.join(times, on="mark", how="left", maintain_order="left").with_columns(
         ts=pl.when(pl.col("mark").is_null()).then(pl.lit(carry.ts, TS)).otherwise(pl.col("ts"))
     )
@@ -498,45 +466,38 @@ def _timestamps(df: pl.DataFrame, ctx: ParseContext, tz: str, carry: _Carry) -> 
 
 
 def _time_values(
-    frame: pl.DataFrame, col: str, ctx: ParseContext, tz: str, carry: DayCarry | None = None
+    frame: pl.DataFrame,
+    col: str,
+    ctx: ParseContext,
+    tz: str,
+    carry: _nvbpf_time.DayCarry | None = None,
 ) -> pl.Series:
     """Timestamp strings (file order) -> UTC datetimes: HH:MM:SS, ISO 8601, epoch seconds.
 
     ``carry`` continues the midnight roll-over of times of day from earlier blocks.
     """
     s = pl.col(col).str.strip_chars()
-    hms = hms_seconds(s.str.extract(TIME_HMS, 1))
-    by_day = time_of_day_to_ts(hms, ctx, tz, carry)
+    hms = _nvbpf_time.hms_seconds(s.str.extract(TIME_HMS, 1))
+    by_day = _nvbpf_time.time_of_day_to_ts(hms, ctx, tz, carry)
     iso = s.str.extract_groups(TIME_ISO)
     naive = (
         iso.struct.field("1")
         .str.replace(" ", "T")
         .str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S%.f", strict=False)
     )
-    off = (
-        iso.struct.field("2")
-        .str.replace("Z", "+00:00")
-        .str.replace(r"^([+-]\d{2})(\d{2})$", "$1:$2")
-    )
-    sign = off.str.slice(0, 1).replace_strict(
-        {"+": 1, "-": -1}, default=None, return_dtype=pl.Int64
-    )
-    off_min = sign * (
-        off.str.slice(1, 2).cast(pl.Int64, strict=False) * 60
-        + off.str.slice(4, 2).cast(pl.Int64, strict=False)
-    )
-    with_off = (naive - pl.duration(minutes=off_min)).dt.replace_time_zone("UTC").cast(TS)
+    # Offset groups: "2" the whole offset (Z or +hh:mm), "3" its sign, "4" hours, "5" minutes.
+    sign = pl.when(iso.struct.field("3") == "-").then(-1).otherwise(1)
+    off_min = sign * (iso.struct.field("4").cast(I64) * 60 + iso.struct.field("5").cast(I64))
+    with_off = naive - pl.duration(minutes=off_min.fill_null(0))
     epoch = s.str.extract(TIME_EPOCH, 1).cast(pl.Float64, strict=False)
-    from_epoch = (
-        pl.from_epoch((epoch * 1_000_000).round(0).cast(pl.Int64), time_unit="us")
-        .dt.replace_time_zone("UTC")
-        .cast(TS)
-    )
+    from_epoch = pl.from_epoch((epoch * 1_000_000).round(0).cast(I64), time_unit="us")
     out = frame.select(
         pl.coalesce(
             by_day if by_day is not None else pl.lit(None, TS),
-            pl.when(off.is_not_null()).then(with_off).otherwise(local_to_utc(naive, tz)),
-            from_epoch,
+            pl.when(iso.struct.field("2").is_not_null())
+            .then(with_off.dt.replace_time_zone("UTC").cast(TS))
+            .otherwise(_nvbpf_time.local_to_utc(naive, tz)),
+            from_epoch.dt.replace_time_zone("UTC").cast(TS),
         ).alias("ts"),
         hms.alias("hms"),
     )
@@ -564,9 +525,9 @@ def _block(
     is_row = pl.col("kind").is_in(ROW_KINDS)
     # The context runs on the lines that are not rows and on the first row of each run.
     first = ~is_row | ~is_row.shift(1, fill_value=False)
-    df = df.with_columns(rep=first, at=first.cast(pl.Int64).cum_sum() - 1)
+    df = df.with_columns(rep=first, at=first.cast(I64).cum_sum() - 1)
     reps = df.filter(pl.col("rep"))
-    got = facts.select("s", "prose", "closing", "map0", "key0").select(pl.all().gather(reps["tid"]))
+    got = facts.select("s", "prose", "closing", "map0", "key0")[reps["tid"]]
     reps = pl.concat([reps.select("line_no", "tid", "kind", "line"), got], how="horizontal")
     reps = reps.with_columns(s=pl.coalesce("s", "line"))  # bucket rows: the line
     reps = _timestamps(_context(reps, facts), ctx, tz, carry)
@@ -584,35 +545,16 @@ def _block(
         style=pl.when(bt_hdr).then(pl.lit("bpftrace")).when(bcc_hdr).then(pl.lit("bcc")),
     )
     rows = df.filter(is_row)
-    got = facts.select("lo", "hi", "count", "ts_text", "has_val", "ts_val")
-    rows = pl.concat(
-        [
-            rows.select("kind"),
-            got.select(pl.all().gather(rows["tid"])),
-            runs.select(pl.all().gather(rows["at"])),
-        ],
-        how="horizontal",
-    )
+    got = facts.select("bucket_low", "bucket_high", "count", "ts_text", "has_val", "ts_val")
+    rows = pl.concat([rows.select("kind"), got[rows["tid"]], runs[rows["at"]]], how="horizontal")
+    # bcc rows need a bcc header; bpftrace buckets and tseries rows a bpftrace map line.
     kind = pl.col("kind")
-    valid = (
-        ((kind == "bt_row") & bt_hdr)
-        | ((kind == "bcc_row") & bcc_hdr)
-        | (kind.is_in(["ts_row", "ts_axis"]) & bt_hdr)
-    )
+    valid = pl.when(kind == "bcc_row").then(bcc_hdr).otherwise(bt_hdr)
     rows = rows.with_columns(valid=valid.fill_null(False))
-    hist = rows.filter(pl.col("valid") & kind.is_in(["bt_row", "bcc_row"])).select(
-        "ts",
-        "map",
-        "key",
-        bucket_low="lo",
-        bucket_high="hi",
-        count="count",
-        unit="unit",
-        style="style",
-    )
+    hist = rows.filter(pl.col("valid") & kind.is_in(["bt_row", "bcc_row"]))
     scalars = _scalars(reps.filter(kind == "bt_scalar"), rows, facts, ctx, tz, carry)
     _tally(reps.filter(~is_row), rows, cov)
-    return hist, scalars
+    return hist.select(*TABLES["bpf_hist"].schema), scalars
 
 
 def _scalars(
@@ -625,13 +567,11 @@ def _scalars(
 ) -> pl.DataFrame:
     """Map value lines (value / stats() / text), then tseries rows -> bpf_scalar columns:
     the values, then the stats per stat (count, average, total), then the tseries."""
-    scal = pl.concat(
-        [scal, facts.select("val", "num", "stats").select(pl.all().gather(scal["tid"]))],
-        how="horizontal",
-    )
+    scal = pl.concat([scal, facts.select("val", "num", "stats")[scal["tid"]]], how="horizontal")
     stats = pl.col("stats")
     is_stats = stats.struct.field("1").is_not_null()
     ident = [pl.col("ts"), pl.col("here_map").alias("map"), pl.col("here_key").alias("key")]
+    no_text = pl.lit(None, pl.String)
     parts = [
         scal.filter(~is_stats).select(
             *ident,
@@ -643,49 +583,37 @@ def _scalars(
     for i, stat in enumerate(("count", "average", "total"), start=1):
         value = stats.struct.field(str(i)).cast(pl.Float64)
         parts.append(
-            scal.filter(is_stats).select(
-                *ident, stat=pl.lit(stat), value=value, text=pl.lit(None, pl.String)
-            )
+            scal.filter(is_stats).select(*ident, stat=pl.lit(stat), value=value, text=no_text)
         )
     tsr = rows.filter(pl.col("valid") & (pl.col("kind") == "ts_row") & pl.col("has_val"))
-    if tsr.height:
-        tsr = tsr.with_columns(ts=_time_values(tsr, "ts_text", ctx, tz, carry.tseries))
-    else:
-        tsr = tsr.with_columns(ts=pl.lit(None, TS))
-    parts.append(
-        tsr.select(
-            "ts", "map", "key", stat=pl.lit("value"), value="ts_val", text=pl.lit(None, pl.String)
-        )
-    )
+    tsr = tsr.with_columns(ts=_time_values(tsr, "ts_text", ctx, tz, carry.tseries))
+    parts.append(tsr.select("ts", "map", "key", stat=pl.lit("value"), value="ts_val", text=no_text))
     return pl.concat(parts, how="vertical_relaxed")
 
 
 def _tally(other: pl.DataFrame, rows: pl.DataFrame, cov: Coverage) -> None:
     """Coverage of the block's lines: ``other`` (not rows), ``rows``."""
-    kind, valid, has_val = pl.col("kind"), pl.col("valid"), pl.col("has_val")
-    row = (
-        pl.when(valid & kind.is_in(["bt_row", "bcc_row"]))
-        .then(pl.lit("P"))
-        .when(valid & (kind == "ts_row") & has_val)
-        .then(pl.lit("P"))
-        .when(valid & (kind == "ts_row"))
-        .then(pl.lit("S:tseries interval without data"))
-        .when(valid & (kind == "ts_axis"))
-        .then(pl.lit("S:tseries axis"))
-        .otherwise(pl.lit("K:histogram row without header"))
+    kind, valid = pl.col("kind"), pl.col("valid")
+    tseries = valid & (kind == "ts_row")
+    row = _first(
+        [
+            (valid & kind.is_in(["bt_row", "bcc_row"]), "P"),
+            (tseries & pl.col("has_val"), "P"),
+            (tseries, "S:tseries interval without data"),
+            (valid & (kind == "ts_axis"), "S:tseries axis"),
+            (pl.lit(True), "K:histogram row without header"),
+        ]
     )
     prose = (kind == "prose") | pl.col("prose")
-    rest = pl.when(prose).then(pl.lit("K:not tool output (prose)"))
-    rest = rest.otherwise(pl.lit("K:unrecognized line (unsupported output or garbage)"))
+    rest = pl.when(prose).then(pl.lit("K:not tool output (prose)")).otherwise(pl.lit(UNREC))
     line = (
         pl.when("frame_ok")
         .then(pl.lit("S:stack key (frame)"))
         .otherwise(kind.replace_strict(_REASONS, default=rest, return_dtype=pl.String))
     )
-    keys = ["kind", "valid", "has_val"]
     reasons = pl.concat(
         [
-            rows.group_by(keys).len().select(row.alias("r"), "len"),
+            rows.group_by("kind", "valid", "has_val").len().select(row.alias("r"), "len"),
             other.group_by("kind", "frame_ok", "prose").len().select(line.alias("r"), "len"),
         ]
     )
@@ -703,57 +631,139 @@ def _json(
     A record starts at a line beginning with ``{`` and goes on to the next one; "time"
     records apply to the records after them until the next one or two blank lines.
     """
-    s = pl.col("line").str.strip_chars()
-    kind = (
-        pl.when(s == "")
-        .then(pl.lit("blank"))
-        .when(s.str.contains(NOISE))
-        .then(pl.lit("noise"))
-        .when(pl.col("line").str.starts_with("{"))
-        .then(pl.lit("start"))
-        .otherwise(pl.lit("cont"))
+    s, kind = pl.col("line").str.strip_chars(), pl.col("kind")
+    starts = pl.col("line").str.starts_with("{")
+    kinds = [(s == "", "blank"), (s.str.contains(NOISE), "noise"), (starts, "start")]
+    df = df.with_columns(kind=_first([*kinds, (pl.lit(True), "cont")])).with_columns(
+        rec=(kind == "start").cast(pl.Int32).cum_sum(),
+        reset=((kind == "blank") & (kind.shift(1) == "blank")).fill_null(False).cum_sum(),
     )
-    df = df.with_columns(kind=kind).with_columns(
-        rec=(pl.col("kind") == "start").cast(pl.Int32).cum_sum()
-    )
-    blank2 = (pl.col("kind") == "blank") & (pl.col("kind").shift(1) == "blank")
-    df = df.with_columns(reset=blank2.cast(pl.Int32).cum_sum())
-    body = df.filter(pl.col("kind").is_in(["start", "cont"]) & (pl.col("rec") > 0))
+    body = df.filter(kind.is_in(["start", "cont"]) & (pl.col("rec") > 0))
     recs = body.group_by("rec", maintain_order=True).agg(
         pl.col("line").str.join("\n"), pl.col("reset").first()
     )
-    hist, scal, tstr, classes = _bpftrace_json.decode(recs.select("rec", "line").iter_rows())
-    reason = (
-        pl.when(pl.col("kind") == "blank")
-        .then(pl.lit("S:blank"))
-        .when(pl.col("kind") == "noise")
-        .then(pl.lit("K:stderr noise"))
-        .when(pl.col("rec") == 0)
-        .then(pl.lit("K:unrecognized line (unsupported output or garbage)"))
-        .otherwise(
-            pl.col("rec").replace_strict(
-                classes, default="K:malformed JSON record", return_dtype=pl.String
-            )
-        )
+    hist, scal, tstr, classes = _decode_json(recs.select("rec", "line").iter_rows())
+    reason = pl.coalesce(
+        kind.replace_strict(_REASONS, default=None, return_dtype=pl.String),  # blank, noise
+        pl.when(pl.col("rec") == 0).then(pl.lit(UNREC)),
+        pl.col("rec").replace_strict(
+            classes, default="K:malformed JSON record", return_dtype=pl.String
+        ),
     )
     _count(cov, df.select(reason.alias("r")).group_by("r").len())
-    # timestamps: "time" records apply to later records until a double blank line
     tframe = pl.DataFrame({"t": [t for _, t in tstr]}, schema={"t": pl.String})
-    tvals = _time_values(tframe, "t", ctx, tz).to_list() if tstr else []
+    tvals = _time_values(tframe, "t", ctx, tz).to_list()
     time_at = {r: tvals[i] for i, (r, _) in enumerate(tstr) if isinstance(r, int)}
-    rec_ts: dict[int, object] = {}
-    cur, cur_reset = None, None
-    for rec, reset in recs.select("rec", "reset").iter_rows():
-        if cur_reset is not None and reset != cur_reset:
-            cur = None
-        cur_reset = reset
-        cur = time_at.get(rec, cur)
-        rec_ts[rec] = cur
-    hist_df = pl.DataFrame(hist, schema=_bpftrace_json.HIST, orient="row").with_columns(
+    mark = pl.when(pl.col("rec").is_in(list(time_at))).then("rec").forward_fill().over("reset")
+    rec_ts = mark.replace_strict(time_at, default=None, return_dtype=TS)
+    rec_ts = dict(recs.select("rec", rec_ts.alias("ts")).iter_rows())
+    hist_df = pl.DataFrame(hist, schema=JSON_HIST, orient="row").with_columns(
         ts=pl.col("rec").replace_strict(rec_ts, default=None, return_dtype=TS),
         unit=_unit(pl.col("map").str.strip_prefix("@")),
         style=pl.lit("json"),
     )
     rows = [(*r[:6], tvals[r[6]] if len(r) > 6 else rec_ts.get(r[0])) for r in scal]
-    sc_df = pl.DataFrame(rows, schema={**_bpftrace_json.SCALAR, "ts": TS}, orient="row")
+    sc_df = pl.DataFrame(rows, schema={**JSON_SCALAR, "ts": TS}, orient="row")
     return hist_df.drop("rec"), sc_df.drop("rec")
+
+
+#: Row layouts of `_decode_json`'s hist rows and scalar rows (the record number first).
+JSON_HIST = {"rec": I64, "map": pl.String, "key": pl.String}
+JSON_HIST |= {"bucket_low": I64, "bucket_high": I64, "count": I64}
+JSON_SCALAR = {"rec": I64, "map": pl.String, "key": pl.String, "stat": pl.String}
+JSON_SCALAR |= {"value": pl.Float64, "text": pl.String}
+
+
+def _decode_json(
+    records: Iterable[tuple[int, str]],
+) -> tuple[list[tuple], list[tuple], list[tuple[Any, str]], dict[int, str]]:
+    """(record number, text) -> hist rows, scalar rows, time strings, class per record;
+    one ``json.loads`` per record (a whole map print), not per line.
+
+    Time strings are ``(rec, text)`` for "time" records and ``(("p", i), text)`` for the
+    interval start of tseries point ``i``, whose scalar row ends with the string's index.
+    Classes: 'P' (gave rows), 'S:<structure>' or 'K:<skip reason>'.
+    """
+    hist: list[tuple] = []
+    scal: list[tuple] = []
+    tstr: list[tuple[Any, str]] = []
+    classes: dict[int, str] = {}
+    for rec, text in records:
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError):
+            obj = None
+        ok = isinstance(obj, dict)
+        classes[rec] = _json_record(rec, obj, hist, scal, tstr) if ok else "K:malformed JSON record"
+    return hist, scal, tstr, classes
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return float(v) if not isinstance(v, int) or abs(v) < 2**1023 else None  # float(10**400) raises
+
+
+def _int64(v: object) -> int | None:
+    """A JSON integer that fits Int64 (json.loads gives arbitrary ints, or strings)."""
+    ok = isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63
+    return v if ok else None  # type: ignore[return-value]
+
+
+def _is_stats_leaf(x: Any) -> bool:
+    return isinstance(x, dict) and "count" in x and not isinstance(x["count"], dict)
+
+
+def _keyed(data: Any, is_leaf: Any) -> list[tuple[str, Any]]:
+    """``value`` or ``{key: value}`` -> [(key, value)] ('' when unkeyed)."""
+    if is_leaf(data):
+        return [("", data)]
+    if isinstance(data, dict):
+        return [(str(k), v) for k, v in data.items()]
+    return []
+
+
+def _json_record(rec: int, obj: dict, hist: list, scal: list, tstr: list) -> str:
+    """Append rows for one record; return its coverage class ('P', 'S:..', 'K:..')."""
+    kind, data = obj.get("type"), obj.get("data")
+    if kind == "attached_probes":
+        return "S:banner"
+    if kind == "time":
+        tstr.append((rec, str(data).strip()))
+        return "S:timestamp"
+    if kind not in ("hist", "map", "stats", "tseries") or not isinstance(data, dict):
+        return f"K:unsupported JSON record type {kind!r}"
+    before = len(hist) + len(scal)
+    for name, body in data.items():
+        if kind == "hist":
+            for key, buckets in _keyed(body, lambda x: isinstance(x, list)):
+                for b in buckets if isinstance(buckets, list) else []:
+                    if not isinstance(b, dict):
+                        continue
+                    lo, hi = _int64(b.get("min")), _int64(b.get("max"))
+                    hi = _int64(hi + 1) if hi is not None else None
+                    hist.append((rec, name, key, lo, hi, _int64(b.get("count"))))
+        elif kind == "stats":
+            for key, st in _keyed(body, _is_stats_leaf):
+                if isinstance(st, dict):
+                    scal.extend(
+                        (rec, name, key, s, _num(st.get(s)), None)
+                        for s in ("count", "average", "total")
+                        if s in st
+                    )
+        elif kind == "tseries":
+            for key, points in _keyed(body, lambda x: isinstance(x, list)):
+                for p in points if isinstance(points, list) else []:
+                    if isinstance(p, dict) and _num(p.get("value")) is not None:
+                        tstr.append((("p", len(scal)), str(p.get("interval_start", ""))))
+                        scal.append(
+                            (rec, name, key, "value", _num(p["value"]), None, len(tstr) - 1)
+                        )
+        else:
+            for key, v in _keyed(body, lambda x: not isinstance(x, dict)):
+                if isinstance(v, dict | list):
+                    continue
+                scal.append(
+                    (rec, name, key, "value", _num(v), None if _num(v) is not None else str(v))
+                )
+    return "P" if len(hist) + len(scal) > before else "S:empty map"

@@ -5,10 +5,8 @@ Two forms, told apart by the first character:
 
 - ``crictl ps -a -o json`` (CRI ``ListContainersResponse``)::
 
-      {"containers": [{"id": "4098…", "podSandboxId": "2ae5…", "metadata": {"name": "nydus-container",
-        "attempt": 0}, "image": {"image": "reg…/mysql:latest"}, "state": "CONTAINER_EXITED",
-        "labels": {"io.kubernetes.pod.name": "…", "io.kubernetes.pod.namespace": "…",
-        "io.kubernetes.pod.uid": "…"}}]}
+      {"containers": [{"id": "4098…", "metadata": {"name": "nydus-container"}, "image":
+        {"image": "reg…/mysql:latest"}, "state": "CONTAINER_EXITED", "labels": {…}}]}
 
   One row per element of ``containers``. Coverage: the document's lines are parsed when it
   holds a container, structure when its list is empty, skipped (with the JSON error) when
@@ -18,8 +16,7 @@ Two forms, told apart by the first character:
   (empty label values as empty fields); a line with another number of fields or an ID
   that is not 64 hex digits is skipped.
 
-Table ``containers``: ts, snapshot, cli, container_id, name, image, state, pod_name,
-pod_namespace, pod_uid.
+One row per container (columns in ``TABLES``).
 """
 
 from __future__ import annotations
@@ -30,15 +27,8 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import ParseError
+from analyzer.parsers import _snap_common as snap
 from analyzer.parsers import base
-from analyzer.parsers._snap_common import (
-    REASONS,
-    account,
-    lines,
-    snapshot_time,
-    verdicts,
-    with_snapshot,
-)
 
 S = pl.String
 TABLES: dict[str, base.Table] = {
@@ -70,39 +60,38 @@ def sniff(head: str, name: str) -> float:
     return 0.85 if len(first) == len(DOCKER_FIELDS) and len(first[0]) == 64 else 0.0
 
 
+def _obj(item: dict, key: str) -> dict:
+    """``item[key]`` when it is a JSON object, else ``{}``."""
+    value = item.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _crictl(path: Path, cov: base.Coverage) -> pl.DataFrame:
     text = path.read_text(encoding="utf-8", errors="replace")
     n = max(1, len(text.splitlines()))
+    cov.total += n
     try:
         doc = json.loads(text)
     except ValueError as e:
-        cov.total += n
         cov.add_skipped(f"not JSON: {str(e)[:80]}", n)
         return pl.DataFrame()
     items = doc.get("containers") if isinstance(doc, dict) else None
     if not isinstance(items, list):
-        cov.total += n
         cov.add_skipped("a JSON document without a 'containers' list", n)
         return pl.DataFrame()
-    rows = []
-    for c in items:  # one element per container: tens, not a per-line loop
-        if not isinstance(c, dict) or not isinstance(c.get("id"), str):
-            continue
-        labels = c.get("labels") if isinstance(c.get("labels"), dict) else {}
-        meta = c.get("metadata") if isinstance(c.get("metadata"), dict) else {}
-        image = c.get("image") if isinstance(c.get("image"), dict) else {}
-        rows.append(
-            {
-                "container_id": c["id"],
-                "name": meta.get("name"),
-                "image": image.get("image") or c.get("imageRef"),
-                "state": c.get("state"),
-                **{f"pod_{k}": labels.get(_POD + k) for k in ("name", "namespace", "uid")},
-            }
-        )
+    rows = [  # one element per container: tens, not a per-line loop
+        {
+            "container_id": c["id"],
+            "name": _obj(c, "metadata").get("name"),
+            "image": _obj(c, "image").get("image") or c.get("imageRef"),
+            "state": c.get("state"),
+            **{f"pod_{k}": _obj(c, "labels").get(_POD + k) for k in ("name", "namespace", "uid")},
+        }
+        for c in items
+        if isinstance(c, dict) and isinstance(c.get("id"), str)
+    ]
     if len(rows) < len(items):
         cov.notes.append(f"{len(items) - len(rows)} of {len(items)} containers without an id")
-    cov.total += n
     if rows:
         cov.parsed += n
     else:
@@ -113,13 +102,12 @@ def _crictl(path: Path, cov: base.Coverage) -> pl.DataFrame:
 
 
 def _docker(path: Path, cov: base.Coverage) -> pl.DataFrame:
-    df = lines(path, cov.notes)
+    df = snap.lines(path, cov.notes)
     parts = pl.col("line").str.split("\t")
     ok = (parts.list.len() == len(DOCKER_FIELDS)) & parts.list.first().str.contains(_HEX64)
-    what = verdicts(df, ok, path)
-    df = df.with_columns(what.alias("what"))
+    df = df.with_columns(snap.verdicts(df, ok, path).alias("what"))
     other = ("skipped", "not the capture's docker ps format (7 tab-separated fields)")
-    account(cov, df["what"], REASONS | {"other": other})
+    snap.account(cov, df["what"], snap.REASONS | {"other": other})
     got = df.filter(pl.col("what") == "parsed").select(
         pl.col("line").str.split("\t").list.to_struct(fields=DOCKER_FIELDS).struct.unnest()
     )
@@ -136,7 +124,5 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     rows = _crictl(path, cov) if head == b"{" else _docker(path, cov)
     if cov.total and not cov.parsed and cov.n_skipped == cov.total and head != b"{":
         raise ParseError(f"{ctx.file_name or path.name}: no container line")
-    phase, ts = snapshot_time(path, ctx, cov.notes)
-    if rows.height:
-        rows = with_snapshot(rows, phase, ts)
-    return base.ParseResult({"containers": TABLES["containers"].conform(rows).collect()}, cov)
+    phase, ts = snap.snapshot_time(path, ctx, cov.notes)
+    return base.ParseResult(snap.conformed(TABLES, {"containers": rows}, phase, ts), cov)

@@ -1,6 +1,6 @@
 """Filesystem and block-device snapshots: ``df`` -> ``filesystems``; ``/proc/self/mounts``
 and ``/proc/self/mountstats`` -> ``mounts`` (+ ``mountstats`` for per-mount NFS
-statistics); ``lsblk`` -> ``block_devices``.
+statistics); ``lsblk`` -> ``block_devices`` (columns and units in ``TABLES``).
 
 df: the capture runs ``df -Pk``; hand-made ``df -k``, ``df -h`` (human sizes converted to
 kB with binary multiples, rounded: noted), ``df -T`` (adds the type), ``df -m``/``-B1``
@@ -11,19 +11,11 @@ SIZE RO TYPE MOUNTPOINT[S]) in ASCII (``|-``, `` `- ``) or UTF-8 tree form; ``pa
 the device above in the tree. ``ts``/``snapshot``: capture phase time from the name
 (``df.start.out``), else NULL (noted).
 
-Tables (types and units in ``TABLES``): filesystems (ts, snapshot, filesystem, fstype,
-size_kb, used_kb, avail_kb, use_pct, mount); mounts (ts, snapshot, origin, device, mount,
-fstype, options); mountstats (ts, snapshot, mount, key, value); block_devices (ts,
-snapshot, name, parent, maj, min, removable, size, size_bytes, read_only, type,
-mountpoints).
-
 Sample input (``snap/df.start.out``)::
 
     Filesystem              1024-blocks     Used Available Capacity Mounted on
     devtmpfs                   12334460        0  12334460       0% /dev
-    tmpfs                      24684084        0  24684084       0% /dev/shm
     /dev/vda                  264212084 25795748  80595164      25% /
-    tmpfs                      12342040        0  12342040       0% /sys/fs/cgroup
 """
 
 from __future__ import annotations
@@ -35,21 +27,12 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import _read, base
-from analyzer.parsers._snap_common import (
-    REASONS,
-    SNAP_COLUMNS,
-    account,
-    blank_only,
-    lines,
-    snapshot_time,
-    unescape,
-    with_snapshot,
-)
+from analyzer.parsers import _snap_common as snap
 
 TABLES: dict[str, base.Table] = {
     "filesystems": base.table(
         "one row per mounted filesystem in a df snapshot",
-        *SNAP_COLUMNS,
+        *snap.SNAP_COLUMNS,
         ("filesystem", pl.String, "", "device or pseudo filesystem name"),
         ("fstype", pl.String, "", "filesystem type (df -T only)"),
         ("size_kb", pl.Int64, "kB", "total size"),
@@ -60,7 +43,7 @@ TABLES: dict[str, base.Table] = {
     ),
     "mounts": base.table(
         "one row per mount in /proc/self/mounts or mountstats",
-        *SNAP_COLUMNS,
+        *snap.SNAP_COLUMNS,
         ("origin", pl.String, "", "'mounts' or 'mountstats' (the file it came from)"),
         ("device", pl.String, "", "mounted device or pseudo filesystem"),
         ("mount", pl.String, "", "mount point (octal escapes decoded)"),
@@ -69,14 +52,14 @@ TABLES: dict[str, base.Table] = {
     ),
     "mountstats": base.table(
         "one row per statistics line of a mount in /proc/self/mountstats (NFS)",
-        *SNAP_COLUMNS,
+        *snap.SNAP_COLUMNS,
         ("mount", pl.String, "", "mount point the statistics belong to"),
         ("key", pl.String, "", "label before the colon (opts, age, events, bytes, READ...)"),
         ("value", pl.String, "", "the rest of the line as printed"),
     ),
     "block_devices": base.table(
         "one row per block device in an lsblk snapshot",
-        *SNAP_COLUMNS,
+        *snap.SNAP_COLUMNS,
         ("name", pl.String, "", "device name without the tree prefix"),
         ("parent", pl.String, "", "device above it in the tree (NULL for a top-level disk)"),
         ("maj", pl.Int32, "", "major device number"),
@@ -100,8 +83,8 @@ LSBLK_HEAD = r"^NAME\s+MAJ:MIN\s+RM\s+SIZE\s+RO\s+TYPE(?:\s+MOUNTPOINTS?)?\s*$"
 _LSBLK_ROW = (
     r"^([\s|`├└│─-]*)(\S+)\s+(\d+):(\d+)\s+([01])\s+(\S+)\s+([01])\s+(\S+)(?:\s+(.*?))?\s*$"
 )
-_SUFFIX = {"B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5, "E": 1024**6}
-_REASONS = REASONS | {
+_SUFFIX = {"": 1, "B": 1} | {c: 1024 ** (i + 1) for i, c in enumerate("KMGTPE")}  # binary
+_REASONS = snap.REASONS | {
     "section": ("structure", "section header"),
     "continuation": ("parsed", ""),
     "wrapped": ("parsed", ""),
@@ -138,24 +121,13 @@ def size_bytes(expr: pl.Expr) -> pl.Expr:
     """lsblk/df human size (``931.5G``, ``0B``, ``512``) -> bytes (binary multiples, rounded;
     NULL when absurd)."""
     g = expr.str.extract_groups(r"^(\d+(?:[.,]\d+)?)([BKMGTPE]?)i?B?$")
-    mult = g.struct.field("2").replace_strict(
-        {**_SUFFIX, "": 1}, default=None, return_dtype=pl.Float64
-    )
+    mult = g.struct.field("2").replace_strict(_SUFFIX, default=None, return_dtype=pl.Float64)
     num = g.struct.field("1").str.replace(",", ".", literal=True).cast(pl.Float64, strict=False)
     return (num * mult).round().cast(pl.Int64, strict=False)  # > 2**63: NULL, not a crash
 
 
-def _verdict(*cases: tuple[pl.Expr, str]) -> pl.Expr:
-    """``blank`` for blank lines, else the first case that holds, else ``other``."""
-    e = pl.when(L.str.strip_chars() == "").then(pl.lit("blank"))
-    for cond, what in cases:
-        e = e.when(cond).then(pl.lit(what))
-    return e.otherwise(pl.lit("other"))
-
-
 def _df(df: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
-    heads = [ln for ln in df["line"] if re.match(DF_HEAD, ln)]
-    m = re.match(DF_HEAD, heads[0]) if heads else None
+    m = re.match(DF_HEAD, next((ln for ln in df["line"] if re.match(DF_HEAD, ln)), ""))
     typed = bool(m and m.group("type"))
     unit = m.group("unit") if m else "1K-blocks"
     rx = (
@@ -168,28 +140,23 @@ def _df(df: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
     lone = L.str.contains(r"^\S+\s*$")
     wrapped = fs.is_null() & mount.is_not_null() & lone.shift(1).fill_null(False)
     filesystem = pl.when(wrapped).then(L.shift(1).str.strip_chars()).otherwise(fs)
+    count, suffix = re.match(r"^(\d*)([KMGTB]?)", unit).groups()  # 1K-, 1024-, 1M-, 1B-blocks
+    scale = int(count or 1) * _SUFFIX[suffix]
+    cols = {f"{c}_kb": g.struct.field(c) for c in ("size", "used", "avail")}
     if unit == "Size":
-        sizes = [size_bytes(g.struct.field(c)) // 1024 for c in ("size", "used", "avail")]
-    else:  # "1K-blocks", "1024-blocks", "1M-blocks", "1B-blocks"...
-        mm = re.match(r"^(\d*)([KMGTB]?)", unit.split("-")[0])
-        n = int(mm.group(1) or 1) if mm else 1
-        scale = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "B": 1, "": 1}[
-            mm.group(2) if mm else "K"
-        ] * n
-        sizes = [
-            (g.struct.field(c).cast(pl.Int64, strict=False) * scale) // 1024
-            for c in ("size", "used", "avail")
-        ]
+        sizes = [(size_bytes(v) // 1024).alias(c) for c, v in cols.items()]
+    else:
+        sizes = [(v.cast(pl.Int64, strict=False) * scale // 1024).alias(c) for c, v in cols.items()]
     out = df.with_columns(
         filesystem.alias("filesystem"),
         (g.struct.field("fstype") if typed else pl.lit(None, pl.String)).alias("fstype"),
-        *[s.alias(c) for s, c in zip(sizes, ("size_kb", "used_kb", "avail_kb"), strict=True)],
+        *sizes,
         g.struct.field("pct").str.strip_suffix("%").cast(pl.Float64, strict=False).alias("use_pct"),
         mount.alias("mount"),
     )
     next_wraps = pl.col("filesystem").is_not_null() & L.str.contains(r"^\s")
     what = out.select(
-        _verdict(
+        snap.classify(
             (L.str.contains(DF_HEAD), "header"),
             (lone & next_wraps.shift(-1).fill_null(False), "wrapped"),
             (pl.col("filesystem").is_not_null() & pl.col("mount").is_not_null(), "parsed"),
@@ -202,13 +169,13 @@ def _mounts(df: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
     """``/proc/self/mounts`` (fstab format)."""
     g = L.str.extract_groups(MOUNTS)
     out = df.with_columns(
-        unescape(g.struct.field("1")).alias("device"),
-        unescape(g.struct.field("2")).alias("mount"),
+        snap.unescape(g.struct.field("1")).alias("device"),
+        snap.unescape(g.struct.field("2")).alias("mount"),
         g.struct.field("3").alias("fstype"),
         g.struct.field("4").alias("options"),
         pl.lit("mounts").alias("origin"),
     )
-    what = out.select(_verdict((pl.col("device").is_not_null(), "parsed"))).to_series()
+    what = out.select(snap.classify((pl.col("device").is_not_null(), "parsed"))).to_series()
     return {"mounts": out.filter(what == "parsed")}, what
 
 
@@ -228,15 +195,13 @@ def _mountstats(df: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
         kv.struct.field("2").alias("value"),
     ).with_columns(pl.col("mount").forward_fill().alias("_cur"))
     what = out.select(
-        _verdict(
+        snap.classify(
             (pl.col("device").is_not_null(), "parsed"),
             (pl.col("key").is_not_null() & pl.col("_cur").is_not_null(), "stat"),
             (L.str.contains(r"^\s+per-op statistics\s*$"), "section"),
         )
     ).to_series()
-    stats = out.filter(what == "stat").select(
-        "line_no", pl.col("_cur").alias("mount"), "key", "value"
-    )
+    stats = out.filter(what == "stat").select("line_no", "key", "value", mount="_cur")
     tables = {"mounts": out.filter(what == "parsed"), "mountstats": stats}
     return tables, what.replace({"stat": "parsed"})
 
@@ -249,7 +214,7 @@ def _lsblk(df: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
     df = df.with_columns(L.str.extract_groups(_LSBLK_ROW).alias("g"), head.alias("head"))
     row = f[1].is_not_null() & (L.str.strip_chars() != "") & ~pl.col("head")
     df = df.with_columns(row=row.cum_sum())
-    what = _verdict(  # a continuation line before any device is not one
+    what = snap.classify(  # a continuation line before any device is not one
         (pl.col("head"), "header"),
         (f[1].is_not_null(), "parsed"),
         (L.str.contains(r"^\s{20,}\S") & (pl.col("row") > 0), "continuation"),
@@ -269,13 +234,12 @@ def _lsblk(df: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
         type=f[7],
         mountpoints=pl.when(f[8] != "").then(f[8]),
     )
-    parents, stack = [], []  # the device above in the tree: the last one less indented
-    for depth, name in rows.select("depth", "name").iter_rows():
-        while stack and stack[-1][0] >= depth:
-            stack.pop()
-        parents.append(stack[-1][1] if stack else None)
-        stack.append((depth, name))
-    rows = rows.with_columns(pl.Series("parent", parents, dtype=pl.String))
+    depth = pl.col("depth")  # the parent: the last device above that is less indented
+    parent = [
+        pl.when(depth == d).then(pl.when(depth < d).then(pl.col("name")).forward_fill())
+        for d in rows["depth"].unique()
+    ]
+    rows = rows.with_columns(pl.coalesce(parent or [pl.lit(None, pl.String)]).alias("parent"))
     more = df.filter(pl.col("what") == "continuation")
     if more.height:
         more = more.group_by("row").agg(pl.col("line").str.strip_chars().str.join("\n"))
@@ -290,19 +254,17 @@ def _lsblk(df: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse a df / mounts / mountstats / lsblk snapshot."""
     cov = base.Coverage()
-    name = ctx.file_name or path.name
     kind, _ = _kind(_read.read_head(path))
-    df = lines(path, cov.notes)
+    df = snap.lines(path, cov.notes)
     if kind is None:
-        if blank_only(df):
-            account(cov, pl.Series(["blank"] * df.height, dtype=pl.String), _REASONS)
+        if snap.all_blank(cov, df):
             return base.ParseResult({}, cov)
+        name = ctx.file_name or path.name
         raise ParseError(f"{name}: not df, /proc/mounts, mountstats or lsblk output")
-    phase, ts = snapshot_time(path, ctx, cov.notes)
+    phase, ts = snap.snapshot_time(path, ctx, cov.notes)
     read = {"df": _df, "mounts": _mounts, "mountstats": _mountstats, "lsblk": _lsblk}[kind]
     tables, what = read(df)
     if kind == "df" and re.search(r"\bSize\b", df["line"][0] if df.height else ""):
         cov.notes.append("df -h human sizes converted to kB with binary multiples (rounded)")
-    account(cov, what, _REASONS)
-    out = {t: TABLES[t].conform(with_snapshot(f, phase, ts)).collect() for t, f in tables.items()}
-    return base.ParseResult(out, cov)
+    snap.account(cov, what, _REASONS)
+    return base.ParseResult(snap.conformed(TABLES, tables, phase, ts), cov)

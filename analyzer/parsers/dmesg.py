@@ -1,64 +1,40 @@
 """Kernel log (`dmesg`, `/dev/kmsg`, syslog/journal kernel lines) -> table `dmesg`.
 
-Supported input (util-linux dmesg 2.2x-2.40, busybox dmesg, kernel console logs):
+Input (util-linux dmesg 2.2x-2.40, busybox, kernel console logs): raw `[  748.543172] msg`,
+`-r` (`<4>[...]`), `-x` (`kern  :warn  : [...]`), `-T` (`[Sun Nov 29 17:25:08 2026]`, month
+names localised), `--time-format iso`, `--show-delta` (`[<  0.000000>]`), several formats at
+once, `--reltime` (no absolute time), `--color=always` (ANSI removed), printk caller ids
+(`[ T1478]`), `--json`; `/dev/kmsg` records `6,3964,206764307,-;msg` (`\\x5c` unescaped, NUL
+separators and ` KEY=value` lines are structure); syslog / journalctl kernel lines (`Jan 28
+19:58:45 host kernel: msg`, `-o short-iso`, `-- Boot <id> --` is structure; other programs'
+lines are skipped); message-only text (syzkaller `TITLE:` headers are structure).
 
-- raw `[  748.543172] msg` (default), `-r` (`<4>[  748.543172] msg`), `-x`/`--decode`
-  (`kern  :warn  : [  748.543172] msg`), `-T`/`--ctime` (`[Sun Nov 29 17:25:08 2026] msg`,
-  weekday/month names localised, e.g. de_DE `[So Nov 29 ...]`), `--time-format iso`
-  (`2026-11-29T17:25:08,543172+00:00 msg`), `--show-delta` / `--time-format delta`
-  (`[<  747.176843>]`, `[  1.000000 <  0.000000>]`), several `--time-format`s at once,
-  `--reltime` (`[Feb13 23:31]`, `[  +0.000000]`: no absolute time), `--color=always` (ANSI
-  codes are removed), printk caller ids (`[  610.334229][ T1478]`, `[    T1]`), `--json`
-  (pretty-printed `{"dmesg": [{"pri":..,"time":..,"caller":..,"msg":..}]}`).
-- `/dev/kmsg` records `6,3964,206764307,-;msg` (`,caller=T1` too); NUL separators and
-  ` KEY=value` dictionary lines of the util-linux `.bin` dumps (structure). `\\x5c` in kmsg
-  text is unescaped to a backslash; other `\\xNN` escapes are kept as printed.
-- syslog / journalctl kernel lines `Jan 28 19:58:45 host kernel: [  455.498827] msg`, host
-  optional, `-o short-iso` stamps, `-- Boot <id> --` separators (structure). Lines of other
-  programs in the same log are skipped with a reason.
-- message-only text (no timestamps at all: node-problem-detector, pasted reports, syzkaller
-  console logs whose `TITLE:`/`TYPE:` metadata header before the first blank line is
-  structure).
+Clock (`ts`, `ts_source`): ISO stamps carry their offset; `-T` and syslog times are local,
+read in `ctx.tz` (UTC + a note when unknown); syslog times take `ctx.capture_start`'s year
+(the year before for dates after the capture; unknown: ts NULL + note); raw uptimes need
+`ctx.boot_time` (not for syslog-wrapped lines, which may come from earlier boots).
+Continuation lines inherit their record's clock, level and caller; otherwise ts is NULL.
 
-Clock (`ts`, `ts_source`): ISO stamps carry their offset ('iso'); `-T` ctime and syslog times
-are local time, read in `ctx.tz` (UTC + a coverage note when unknown); syslog lines have no
-year: `ctx.capture_start`'s year is used (one year earlier for dates after the capture), else
-ts is NULL ('syslog' rows with NULL ts + note). Raw uptimes go on the wall clock only when
-`ctx.boot_time` is known ('boot+uptime', 'kmsg+boot'); not for syslog-wrapped lines, which can
-come from earlier boots. Unstamped continuation lines of a multi-line record inherit the
-record's clock, level and caller. Never invented: a row none of these applies to keeps ts NULL.
+Events (`_dmesg_events`): an event opens at a classified report line (OOM, hung task, Xid,
+...) or an unrelated line and goes on over continuation lines, lines of the same sub-second
+stamp and report-body lines (stack frames, registers, Mem-Info, `Killed process`, ...).
+`kind` is on the line that states the fact, `event_kind` is the event's first kind.
 
-Events (`_dmesg_events`): every row has `event_id`; an event opens at a classified report
-line (OOM invocation, hung task, Xid, ...) or at any unrelated line, and goes on over
-continuation lines, lines sharing the same sub-second stamp and report-body lines (stack
-frames, registers, Mem-Info, memcg stats, task tables, `oom-kill:` summary, `Killed
-process`). `kind` is set on the line that states the fact (first line of the event for
-starters; the `Killed process` line for 'oom_kill'); `event_kind` is the first kind in the
-event.
+Bounds (docs/limits.md "Kernel log"): an impossible stamp (uptime outside 0..100 years, a
+date that does not exist or lies outside 1970..2199) skips its line ('timestamp out of
+range'); an event holds at most 10 000 lines, a record 1 000 continuation lines, a JSON
+record 16 lines.
 
-Bounds (docs/limits.md "Kernel log"): a line whose stamp cannot be real (an uptime that is
-not 0..100 years of seconds, a date that does not exist or lies outside 1970..2199) is
-skipped, reason 'timestamp out of range', and costs nothing else (a local time skipped by a
-DST change is not bad: ts NULL); an event holds at most 10 000 lines, a record 1 000
-continuation lines, a JSON record 16 lines.
-
-Reading: block by block (`_blocks.Blocks`), memory a few blocks whatever the file size.
-Text logs are read twice: first the whole file's `_TextFacts` (is it timestamped, does it
-hold /dev/kmsg records, where are its first stamp and first blank line: what the role of a
-line depends on besides itself; a file of one block is read once), then each block's lines
-are tokenized, assembled into rows, placed on the clock, classified and grouped into
-events. The rows of every event but the last go to ``ctx.sink`` (`_blocks.Rows`); the lines
-of the last event (for JSON, also those of the record still open) are carried over and
-parsed again with the next block, and counted only then. The result is the one-block
-parse's, row for row, whatever the block size.
+Reading: block by block (`_blocks.Blocks`). Text is read twice: first the file's
+`_TextFacts` (what a line's role depends on besides itself), then each block is tokenized,
+placed on the clock, classified and grouped into events. The last event's lines are
+carried over and parsed again with the next block, so the result is the one-block parse's.
 
 Sample (`dmesg`, kernel 6.18, memcg OOM)::
 
     [  748.543172] python3 invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0
     [  748.543309] CPU: 0 UID: 0 PID: 24288 Comm: python3 Not tainted 6.18.44-fc-v669 #1
     [  748.543328] Call Trace:
-    [  748.556747]  <TASK>
-    [  748.560840] Memory cgroup stats for /corpus_oom:
     [  748.561076] oom-kill:constraint=CONSTRAINT_MEMCG,...,task_memcg=/corpus_oom,task=python3,pid=24288,uid=0
     [  748.561100] Memory cgroup out of memory: Killed process 24288 (python3) total-vm:85460kB, anon-rss:65280kB, ...
 """
@@ -75,7 +51,7 @@ from pathlib import Path
 import polars as pl
 
 from analyzer.errors import ParseError
-from analyzer.parsers import _blocks, _dmesg_events, _read, base
+from analyzer.parsers import _blocks, _dmesg_events, _read, _sampler, _sysstat, base
 
 S, I64, F64 = pl.String, pl.Int64, pl.Float64
 
@@ -121,13 +97,11 @@ TABLES: dict[str, base.Table] = {
 MAX_CONT_LINES = 1000
 #: Lines of one `dmesg --json` record that are read (from the line that opens it).
 MAX_JSON_RECORD_LINES = 16
-#: Longest plausible uptime (100 years, in seconds); the kernel's own limit is ~584 years.
-MAX_UPTIME_S = _dmesg_events.MAX_UPTIME_S
 #: Wall-clock times outside [TS_MIN, TS_MAX) are not believed.
 TS_MIN, TS_MAX = datetime(1970, 1, 1, tzinfo=UTC), datetime(2200, 1, 1, tzinfo=UTC)
-SKIP_RANGE = "skip:timestamp out of range"
-SKIP_CONT = f"skip:continuation line beyond {MAX_CONT_LINES} lines of one record"
-SKIP_JSON_LONG = f"skip:json record longer than {MAX_JSON_RECORD_LINES} lines"
+SKIP_RANGE = "skipped:timestamp out of range"
+SKIP_CONT = f"skipped:continuation line beyond {MAX_CONT_LINES} lines of one record"
+SKIP_JSON_LONG = f"skipped:json record longer than {MAX_JSON_RECORD_LINES} lines"
 
 FACILITIES = [
     "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron",
@@ -221,27 +195,8 @@ _ROW_COLS = {"rec", "is_cont", "stamp_key", "src_line", "_unknown_month"}
 
 
 @dataclass
-class _ClockNotes:
-    """The clock's coverage notes for one file, gathered over its blocks (each once, in a
-    fixed order whatever the block a row was in)."""
-
-    ctime_zone: str | None = None
-    unknown_month: int = 0
-    syslog_no_year: bool = False
-    syslog_zone: str | None = None
-
-    def lines(self) -> list[str]:
-        out = [self.ctime_zone] if self.ctime_zone else []
-        if self.unknown_month:
-            out.append(f"{self.unknown_month} ctime stamps with an unknown month name: ts NULL")
-        if self.syslog_no_year:
-            out.append("syslog/journal times carry no year and capture_start is unknown: ts NULL")
-        return out + ([self.syslog_zone] if self.syslog_zone else [])
-
-
-@dataclass
 class _State:
-    """What goes on from block to block."""
+    """What goes on from block to block (the clock's notes: each once, whatever the block)."""
 
     json: bool
     syz: bool  # a syzkaller report: its metadata header is structure
@@ -254,7 +209,10 @@ class _State:
     uptimes: int = 0
     kernel: str | None = None
     kernelish: bool = False
-    clock: _ClockNotes = field(default_factory=_ClockNotes)
+    ctime_zone: str | None = None
+    unknown_month: int = 0
+    syslog_no_year: bool = False
+    syslog_zone: str | None = None
 
 
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
@@ -265,39 +223,36 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     blocks = scan = _blocks.Blocks(path)
     facts = None
     if not is_json:
-        facts, n, first = _TextFacts(ctx.max_line_bytes), 0, None
+        facts, n = _TextFacts(ctx.max_line_bytes), 0
         for block in scan:
             n += 1
-            first = block if n == 1 else None
             facts.add(block.lines.filter(pl.col("line_no") <= ctx.max_lines))
         # A file of one block keeps that block (and its split lines) for the second pass.
-        blocks = [first] if first is not None else (_blocks.Blocks(path) if n else [])
+        blocks = [block] if n == 1 else _blocks.Blocks(path)
     # A text log without a single stamp is a kernel log only if some line says so.
     words = None if is_json or (facts is not None and facts.n_stamped) else WORDS
     state = _State(is_json, syz, facts)
     out = _blocks.Rows(ctx, TABLES)
-    total = 0
     for block in blocks:
         lines = block.lines
-        total += lines.height
         if state.carry is not None:
             lines = pl.concat([state.carry, lines])
         out.put({"dmesg": _hand_over(_block(lines, block.last, ctx, state), words, state)})
-    if state.carry is not None:  # a reader that did not flag its last block
-        out.put({"dmesg": _hand_over(_block(state.carry, True, ctx, state), words, state)})
     if words is not None and state.rows and not state.kernelish:
         raise ParseError(f"{path.name}: no kernel log timestamps and no kernel messages")
-    cov = base.Coverage(total=total)
-    for role, n in state.roles.items():
-        if role in ("row", "cont"):
-            cov.parsed += n
-        elif role.startswith("structure:"):
-            cov.add_structure(role.removeprefix("structure:"), n)
-        else:
-            cov.add_skipped(role.removeprefix("skip:"), n)
+    cov = base.Coverage()
+    for role, n in state.roles.items():  # every line's role, counted once
+        _sampler.count(cov, None if role in ("row", "cont") else role, n)
     if scan.repaired:
         cov.notes.append("file is not valid UTF-8: invalid bytes replaced by U+FFFD")
-    cov.notes += state.clock.lines()
+    if state.ctime_zone:
+        cov.notes.append(state.ctime_zone)
+    if state.unknown_month:
+        cov.notes.append(f"{state.unknown_month} ctime stamps with an unknown month name: ts NULL")
+    if state.syslog_no_year:
+        cov.notes.append("syslog/journal times carry no year and capture_start is unknown: ts NULL")
+    if state.syslog_zone:
+        cov.notes.append(state.syslog_zone)
     if state.rows and not state.ts_known and state.uptimes:
         cov.notes.append("raw uptimes only and ctx.boot_time unknown: ts is NULL")
     meta: dict[str, object] = {"kernel": state.kernel} if state.kernel else {}
@@ -309,11 +264,11 @@ def _block(lines: pl.DataFrame, last: bool, ctx: base.ParseContext, state: _Stat
     """The finished rows of ``lines`` (the carried lines, then a block's); counts the
     roles of the lines that are not carried again and sets ``state.carry``."""
     beyond = pl.col("line_no") > ctx.max_lines
-    state.roles["skip:beyond max_lines"] += int(lines.select(beyond.sum()).item())
+    state.roles["skipped:beyond max_lines"] += int(lines.select(beyond.sum()).item())
     lines = lines.filter(~beyond)
     if state.json:
         tok = _json_lines(lines)
-        rows = _place_on_clock(_json_rows(tok), ctx, state.clock)
+        rows = _place_on_clock(_json_rows(tok), ctx, state)
         bad_recs = rows.filter(pl.col("_bad"))["rec"].implode()
         bad = pl.col("rec").is_in(bad_recs) & (pl.col("role") == "row")
         context = ~tok["capped"]
@@ -321,7 +276,7 @@ def _block(lines: pl.DataFrame, last: bool, ctx: base.ParseContext, state: _Stat
     else:
         assert state.facts is not None
         tok = _tokenize_text(lines, state.facts, state.syz)
-        rows = _place_on_clock(_text_rows(tok), ctx, state.clock)
+        rows = _place_on_clock(_text_rows(tok), ctx, state)
         bad_lines = rows.filter(pl.col("_bad"))["line_no"].implode()
         bad = pl.col("line_no").cast(pl.Int64).is_in(bad_lines)
         context = tok["role"].is_in(_CARRIED_ROLES)
@@ -357,7 +312,7 @@ def _hand_over(rows: pl.DataFrame, words: str | None, state: _State) -> pl.DataF
     state.rows += rows.height
     state.ts_known += rows.height - rows["ts"].null_count()
     state.uptimes += rows.height - rows["uptime_s"].null_count()
-    state.clock.unknown_month += int(rows["_unknown_month"].sum())
+    state.unknown_month += int(rows["_unknown_month"].sum())
     if state.kernel is None:
         kernel = rows["message"].str.extract(r"^Linux version (\S+)", 1).drop_nulls()
         state.kernel = kernel[0] if len(kernel) else None
@@ -446,18 +401,16 @@ class _TextFacts:
             .collect()
             .row(0, named=True)
         )
-        self.n_stamped += int(got["n_stamped"] or 0)
-        self.n_bare += int(got["n_bare"] or 0)
-        self.has_kmsg = self.has_kmsg or bool(got["has_kmsg"])
-        if self.first_blank is None:
-            self.first_blank = got["first_blank"]
-        if self.first_stamped is None:
-            self.first_stamped = got["first_stamped"]
+        self.n_stamped += got["n_stamped"]
+        self.n_bare += got["n_bare"]
+        self.has_kmsg = self.has_kmsg or got["has_kmsg"]
+        self.first_blank = self.first_blank or got["first_blank"]
+        self.first_stamped = self.first_stamped or got["first_stamped"]
 
 
 def _tokenize_text(lines: pl.DataFrame, facts: _TextFacts, syz: bool) -> pl.DataFrame:
     """Every text line split into prefix fields and a message, with its ``role``: 'row',
-    'cont', 'structure:<why>' or 'skip:<why>'. Columns (strings unless noted): line_no,
+    'cont', 'structure:<why>' or 'skipped:<why>'. Columns (strings unless noted): line_no,
     line, role, pri, fac, lvl, stamps, msg, kmsg, the syslog and kmsg fields, stamped."""
     lf = _body(lines, facts.max_line_bytes)
     body = pl.col("body")
@@ -491,18 +444,18 @@ def _tokenize_text(lines: pl.DataFrame, facts: _TextFacts, syz: bool) -> pl.Data
     role = pl.coalesce(
         pl.when(cond).then(pl.lit(role))
         for cond, role in [
-            (pl.col("toolong"), "skip:line longer than max_line_bytes"),
+            (pl.col("toolong"), "skipped:line longer than max_line_bytes"),
             (meta, "structure:syzkaller metadata header"),
             (line.str.strip_chars() == "", "structure:blank"),
             (line.str.contains(JOURNAL_SEP), "structure:journal separator"),
-            (pl.col("ident") != "kernel", "skip:syslog line from a non-kernel program"),
+            (pl.col("ident") != "kernel", "skipped:syslog line from a non-kernel program"),
             (
                 pl.lit(facts.has_kmsg) & line.str.contains(r"^ [A-Z][A-Z0-9_]*="),
                 "structure:kmsg dictionary (KEY=value)",
             ),
             (pl.col("stamped"), "row"),
             (stamped_file & line.str.contains(r"^\s") & seen_stamp, "cont"),
-            (stamped_file, "skip:unstamped line in a timestamped log (not kernel output)"),
+            (stamped_file, "skipped:unstamped line in a timestamped log (not kernel output)"),
             (pl.lit(True), "row"),
         ]
     )
@@ -516,14 +469,10 @@ def _tokenize_text(lines: pl.DataFrame, facts: _TextFacts, syz: bool) -> pl.Data
     )
 
 
-def _facility(pri: pl.Expr) -> pl.Expr:
-    """Syslog priority number -> facility name (pri >> 3)."""
-    return (pri // 8).replace_strict(dict(enumerate(FACILITIES)), default=None, return_dtype=S)
-
-
-def _level(pri: pl.Expr) -> pl.Expr:
-    """Syslog priority number -> level name (pri & 7)."""
-    return (pri % 8).replace_strict(dict(enumerate(LEVELS)), default=None, return_dtype=S)
+def _pri_names(pri: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """Syslog priority number -> (facility, level) names (pri >> 3, pri & 7)."""
+    fac = (pri // 8).replace_strict(dict(enumerate(FACILITIES)), default=None, return_dtype=S)
+    return fac, (pri % 8).replace_strict(dict(enumerate(LEVELS)), default=None, return_dtype=S)
 
 
 def _text_rows(tok: pl.DataFrame) -> pl.DataFrame:
@@ -532,8 +481,9 @@ def _text_rows(tok: pl.DataFrame) -> pl.DataFrame:
     line, the first line the row depends on)."""
     df = tok.filter(pl.col("role").is_in(("row", "cont")))
     is_cont = pl.col("role") == "cont"
-    kpri = pl.col("kpri").cast(I64, strict=False)
-    ppri = pl.col("pri").cast(I64, strict=False)
+    (kfac, klvl), (pfac, plvl) = (
+        _pri_names(pl.col(c).cast(I64, strict=False)) for c in ("kpri", "pri")
+    )
     stamps = pl.col("stamps").fill_null("")
     raw_up = stamps.str.extract(r"\[\s*(\d+\.\d+)(?:\s*<|\])", 1)
     width = (pl.col("line").str.len_chars() - pl.col("msg").str.len_chars()).cast(I64)
@@ -541,12 +491,9 @@ def _text_rows(tok: pl.DataFrame) -> pl.DataFrame:
         is_cont.alias("is_cont"),
         is_cont.not_().cast(I64).cum_sum().alias("rec"),
         pl.coalesce(
-            _facility(kpri),
-            _facility(ppri),
-            pl.col("fac"),
-            pl.when(pl.col("ident") == "kernel").then(pl.lit("kern")),
+            kfac, pfac, pl.col("fac"), pl.when(pl.col("ident") == "kernel").then(pl.lit("kern"))
         ).alias("facility"),
-        pl.coalesce(_level(kpri), _level(ppri), pl.col("lvl")).alias("level"),
+        pl.coalesce(klvl, plvl, pl.col("lvl")).alias("level"),
         pl.coalesce(
             pl.col("kextra").str.extract(r"caller=([TC]\d+)", 1),
             stamps.str.extract(r"\[\s*([TC]\d+)\]", 1),
@@ -626,10 +573,10 @@ def _json_lines(lines: pl.DataFrame) -> pl.DataFrame:
         for cond, role in [
             (pl.col("struct"), "structure:json syntax"),
             (read & has_msg, "row"),
-            (read, "skip:json record without msg"),
+            (read, "skipped:json record without msg"),
             (field_, SKIP_JSON_LONG),
             (pl.col("line").str.strip_chars() == "", "structure:blank"),
-            (pl.lit(True), "skip:not dmesg --json syntax"),
+            (pl.lit(True), "skipped:not dmesg --json syntax"),
         ]
     )
     return df.with_columns(role.alias("role"))
@@ -663,9 +610,10 @@ def _json_rows(df: pl.DataFrame) -> pl.DataFrame:
     )
     time = pl.col("_time")
     iso = pl.when(time.str.starts_with('"')).then(_json_str(time))
+    facility, level = _pri_names(pl.col("_pri"))
     return recs.with_columns(
-        _facility(pl.col("_pri")).alias("facility"),
-        _level(pl.col("_pri")).alias("level"),
+        facility.alias("facility"),
+        level.alias("level"),
         time.cast(F64, strict=False).alias("uptime_s"),
         iso.alias("iso"),
         pl.lit(False).alias("is_cont"),
@@ -689,14 +637,6 @@ def _zone(tz: str | None, what: str) -> tuple[str, str | None]:
     return tz, None
 
 
-def _local(naive: pl.Expr, tz: str) -> pl.Expr:
-    if tz == "UTC":
-        return naive.dt.replace_time_zone("UTC")
-    return naive.dt.replace_time_zone(
-        tz, ambiguous="earliest", non_existent="null"
-    ).dt.convert_time_zone("UTC")
-
-
 def _naive(year: pl.Expr, month: pl.Expr, day: pl.Expr, hms: pl.Expr) -> pl.Expr:
     text = pl.concat_str(
         year.cast(S), pl.lit("-"), month.cast(S).str.zfill(2), pl.lit("-"),
@@ -717,7 +657,7 @@ def _month(expr: pl.Expr) -> pl.Expr:
     return key.replace_strict(MONTHS, default=None, return_dtype=pl.Int32)
 
 
-def _place_on_clock(df: pl.DataFrame, ctx: base.ParseContext, notes: _ClockNotes) -> pl.DataFrame:
+def _place_on_clock(df: pl.DataFrame, ctx: base.ParseContext, notes: _State) -> pl.DataFrame:
     """Add `ts` (UTC), `ts_source`, `_bad` (the row's stamp is impossible or out of range)
     and `_unknown_month` (a ctime stamp whose month name is unknown: the caller counts
     the rows it keeps in ``notes.unknown_month``); the other notes go to ``notes``.
@@ -738,7 +678,7 @@ def _place_on_clock(df: pl.DataFrame, ctx: base.ParseContext, notes: _ClockNotes
         notes.ctime_zone = notes.ctime_zone or note
         month = _month(pl.col("cmon"))
         naive = _naive(pl.col("cyear"), month, pl.col("cday"), pl.col("chms"))
-        exprs.append(("ctime", _local(naive, tz)))
+        exprs.append(("ctime", _sysstat.local_to_utc(naive, tz)))
         unknown_month = pl.col("chms").is_not_null() & month.is_null()
         impossible = impossible | (month.is_not_null() & naive.is_null())
     siso = _iso_ts(pl.col("siso"))
@@ -754,14 +694,17 @@ def _place_on_clock(df: pl.DataFrame, ctx: base.ParseContext, notes: _ClockNotes
             month = _month(pl.col("smon"))
             this_naive = _naive(pl.lit(ref.year), month, pl.col("sday"), pl.col("shms"))
             last_naive = _naive(pl.lit(ref.year - 1), month, pl.col("sday"), pl.col("shms"))
-            this, last = _local(this_naive, tz), _local(last_naive, tz)
+            this, last = (
+                _sysstat.local_to_utc(this_naive, tz),
+                _sysstat.local_to_utc(last_naive, tz),
+            )
             # Feb 29 exists in one of the two years only: the one where it does.
             later = this_naive.is_null() | (this > pl.lit(ref + timedelta(days=2)))
             exprs.append(("syslog", pl.when(later).then(last).otherwise(this)))
             no_day = month.is_not_null() & this_naive.is_null() & last_naive.is_null()
             impossible = impossible | no_day
     up = pl.col("uptime_s")
-    up_ok = up.is_finite() & (up >= 0) & (up <= MAX_UPTIME_S)
+    up_ok = up.is_finite() & (up >= 0) & (up <= _dmesg_events.MAX_UPTIME_S)
     if ctx.boot_time is not None:
         wrapped = pl.col("ident").is_not_null()
         micros = (pl.when(up_ok).then(up) * 1e6).round(0).cast(pl.Int64)

@@ -2,64 +2,42 @@
 
 One long table of key/value facts read from the capture's one-shot snapshots
 (``snap/<name>.start.out`` / ``.end.out``) or from the same commands' plain output
-dropped into a hand-made bundle. The file kind is told by content (the name is a hint):
+dropped into a hand-made bundle. The file kind is told by content (the name is a hint).
+Sources, their input and example keys:
 
-=================  ==============================================  =====================
-source             input                                           keys (examples)
-=================  ==============================================  =====================
-sysctl             ``sysctl -a``; the capture's ``key = value``    ``vm.swappiness``
-thp                ``<path> <value>`` dump of transparent_hugepage ``thp.enabled`` = the
-                                                                   [selected] word
-cpufreq / cpu      dump of /sys/devices/system/cpu                 ``cpufreq.cpu0.scaling_governor``,
-                                                                   ``cpu.isolated``
-irq_affinity       dump of /proc/irq                               ``irq.24.smp_affinity_list``
-cgroup_limits      dump of cgroup limit files (v1 and v2)          ``cgroup.<path>.cpu.quota_us``
-cmdline            ``cat /proc/cmdline``                           ``cmdline.isolcpus``
-uname              ``uname -a``                                    ``uname.kernel_release``
-os_release         ``cat /etc/os-release``                         ``os_release.pretty_name``
-lscpu              ``lscpu`` (flat or tree layout)                 ``lscpu.model_name``, ``lscpu.cpus``
-numactl            ``numactl -H``                                  ``numactl.node0.size_mb``
-clock              the capture's clock anchors (``key=value``)     ``clock.boot_epoch_s``
-ntp                ``chronyc -n tracking``, ``timedatectl show`` /  ``ntp.synchronized``,
-                   ``status``, ``ntpq -pn``                        ``ntp.offset_s``
-sched / process    the capture's per-PID file (``pids``)           ``sched.<pid>.policy``,
-                                                                   ``process.<pid>.status.VmRSS``
-nvidia_topo        ``nvidia-smi topo -m``                          ``nvidia_topo.GPU0.GPU1``
-nvidia_list        ``nvidia-smi -L``                               ``nvidia.gpu0.uuid``
-nvidia_query/apps  ``nvidia-smi --query-gpu|--query-compute-apps   ``nvidia.gpu0.ecc.mode.current``
-                   ... --format=csv``
-=================  ==============================================  =====================
+- sysctl: ``sysctl -a``, the capture's ``key = value`` (``vm.swappiness``)
+- thp: ``<path> <value>`` dump of transparent_hugepage (``thp.enabled`` = the [selected] word)
+- cpufreq / cpu: dump of /sys/devices/system/cpu (``cpufreq.cpu0.scaling_governor``, ``cpu.isolated``)
+- irq_affinity: dump of /proc/irq (``irq.24.smp_affinity_list``)
+- cgroup_limits: dump of cgroup limit files, v1 and v2 (``cgroup.<path>.cpu.quota_us``)
+- cmdline, uname, os_release: ``/proc/cmdline``, ``uname -a``, ``/etc/os-release``
+  (``cmdline.isolcpus``, ``uname.kernel_release``, ``os_release.pretty_name``)
+- lscpu (flat or tree layout), numactl ``-H`` (``lscpu.model_name``, ``numactl.node0.size_mb``)
+- clock: the capture's clock anchors, ``key=value`` (``clock.boot_epoch_s``)
+- ntp: ``chronyc -n tracking``, ``timedatectl show`` / ``status``, ``ntpq -pn``
+  (``ntp.synchronized``, ``ntp.offset_s``)
+- sched / process: the capture's per-PID file ``pids`` (``sched.<pid>.policy``,
+  ``process.<pid>.status.VmRSS``)
+- nvidia_topo, nvidia_list: ``nvidia-smi topo -m`` / ``-L`` (``nvidia_topo.GPU0.GPU1``,
+  ``nvidia.gpu0.uuid``); nvidia_query / nvidia_apps: ``nvidia-smi --query-gpu`` /
+  ``--query-compute-apps ... --format=csv`` (``nvidia.gpu0.ecc.mode.current``)
 
-cgroup limits, v1 and v2 in ONE vocabulary (the cgroup path is the directory below
-``/sys/fs/cgroup`` without the v1 controller mount, ``/`` for the root):
-``cpu.max`` ``max 100000`` -> ``cpu.quota_us`` = ``max`` and ``cpu.period_us`` = ``100000``;
-``cpu.cfs_quota_us`` ``-1`` -> ``cpu.quota_us`` = ``max``; ``cpu.cfs_period_us`` ->
-``cpu.period_us``; ``cpu.shares`` -> ``cpu.weight`` = 1 + ((shares - 2) * 9999) // 262142;
-``memory.max`` / ``memory.limit_in_bytes`` -> ``memory.max_bytes`` (``max`` or >= 2**62,
-e.g. 9223372036854771712, -> ``max``); ``memory.high`` -> ``memory.high_bytes`` (likewise
-``low``, ``min``, ``swap.max`` -> ``swap_max_bytes``, v1 ``soft_limit_in_bytes`` ->
-``soft_limit_bytes``, ``memsw.limit_in_bytes`` -> ``memsw_max_bytes``); ``io.max``
-``259:0 rbps=max wbps=1048576 ...`` and v1 ``blkio.throttle.{read,write}_{bps,iops}_device``
-``8:0 1048576`` -> ``io.max.<maj:min>.<rbps|wbps|riops|wiops>``; other files keep their name.
-
-Each kind's tokenizer below takes the frame of lines (``line_no``, ``line``) and returns
-it with ``what`` (the line's verdict: ``parsed`` or a key of ``REASONS``), ``source`` and
-two list columns ``keys``/``vals`` of equal length (one line may give several rows, e.g.
-``cpu.max`` -> quota and period), in polars expressions; header lines (numactl
-distances, topo, CSV) are read once per file.
+cgroup limits, v1 and v2 in ONE vocabulary (``<path>``: the directory below
+``/sys/fs/cgroup`` without the v1 controller mount, ``/`` for the root): ``cpu.max``
+``max 100000`` -> ``cpu.quota_us`` = ``max``, ``cpu.period_us`` = ``100000``; v1
+``cfs_quota_us`` ``-1`` -> ``max``; ``cpu.shares`` -> ``cpu.weight`` = 1 + ((shares - 2) *
+9999) // 262142; memory limits -> ``memory.<name>_bytes`` (`_RENAME`), ``max`` or >= 2**62
+(e.g. 9223372036854771712) -> ``max``; ``io.max`` ``259:0 rbps=max ...`` and v1
+``blkio.throttle.*_device`` ``8:0 1048576`` -> ``io.max.<maj:min>.<rbps|wbps|riops|wiops>``.
 
 ``ts``: the snapshot time (manifest start/end for ``.start``/``.end`` files; the clock
 file's own ``epoch_s``); NULL for hand-made files (noted). ``value`` is the printed value
 with runs of whitespace collapsed (normalised where stated above); ``raw`` is the line.
 
-Sample input (``snap/thp.start.out`` and ``snap/cgroup_limits.start.out``)::
+Sample input (``snap/cgroup_limits.start.out``)::
 
-    /sys/kernel/mm/transparent_hugepage/enabled always [madvise] never
-    /sys/kernel/mm/transparent_hugepage/khugepaged/defrag 1
     /sys/fs/cgroup/train.slice/cpu.max max 100000
-    /sys/fs/cgroup/train.slice/memory.max 8589934592
     /sys/fs/cgroup/memory/train/memory.limit_in_bytes 9223372036854771712
-    /sys/fs/cgroup/cpu,cpuacct/train/cpu.shares 1024
 """
 
 from __future__ import annotations
@@ -73,22 +51,13 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import _read, base
-from analyzer.parsers._snap_common import REASONS as SNAP_REASONS
-from analyzer.parsers._snap_common import (
-    account,
-    blank_only,
-    ends_with_newline,
-    lines,
-    snake,
-    snapshot_time,
-    squash,
-)
+from analyzer.parsers import _snap_common as snap
+from analyzer.parsers._snap_common import snake, squash
 
 TABLES: dict[str, base.Table] = {
     "host_config": base.table(
         "one row per configuration fact of a host snapshot",
-        ("ts", base.TS, "", "snapshot time (UTC); NULL when unknown"),
-        ("snapshot", pl.String, "", "'start' or 'end' (capture phase); NULL for hand-made files"),
+        *snap.SNAP_COLUMNS,
         ("source", pl.String, "", "what the fact comes from: sysctl, thp, cpufreq, cmdline..."),
         ("key", pl.String, "", "normalised key, e.g. vm.swappiness, thp.enabled"),
         ("value", pl.String, "", "value as printed (whitespace collapsed) or normalised"),
@@ -97,98 +66,17 @@ TABLES: dict[str, base.Table] = {
     )
 }
 
-_HINTS = {  # capture file stem -> kind
-    **{k: k for k in ("sysctl", "cmdline", "uname", "os_release", "lscpu", "numactl", "clock")},
-    **{k: k for k in ("pids", "nvidia_topo", "nvidia_list")},
-    **dict.fromkeys(("thp", "cpufreq", "irq_affinity", "cgroup_limits"), "dump"),
-    **dict.fromkeys(("nvidia_apps", "nvidia_ecc"), "nvidia_csv"),
-}
-_CMDLINE_WORDS = re.compile(
-    r"(?:^|\s)(?:BOOT_IMAGE=|root=|console=|init=|rdinit=|ro|rw|quiet|splash|panic=|isolcpus=|"
-    r"nohz_full=|intel_iommu=|iommu=|mitigations=|crashkernel=|hugepages=|psi=|systemd\.\S+=)"
-)
-_CSV_HEAD = re.compile(
-    r"^(?:index|pci\.bus_id|uuid|name|gpu_bus_id|gpu_uuid|pid|process_name|timestamp)"
-    r"(?:, [\w.]+(?: \[[^\]]+\])?)+\s*$"
-)
 ANSI = r"\x1b\[[0-9;]*m"
-
-
-def _share(lines_: list[str], pattern: str) -> float:
-    rx = re.compile(pattern)
-    return sum(1 for ln in lines_ if rx.match(ln)) / len(lines_) if lines_ else 0.0
-
-
-def detect(head: str, name: str) -> tuple[str | None, float]:
-    """(kind, confidence) of a host snapshot from its first bytes and file name."""
-    lns = [re.sub(ANSI, "", ln.rstrip("\r")) for ln in head.splitlines()[:300] if ln.strip()]
-    stem = re.split(r"\.(?:start|end)\b", name.rsplit("__", 1)[-1], maxsplit=1)[0]
-    hint = _HINTS.get(stem)
-    if not lns:
-        return hint, 0.0
-    text = "\n".join(lns)
-    found: list[tuple[str, float]] = []
-    if re.search(r"^epoch_s=[\d.]+$", text, re.M) and re.search(r"^uptime_s=", text, re.M):
-        found.append(("clock", 0.95))
-    if re.search(r"^available: \d+ nodes?|^No NUMA available", text, re.M):
-        found.append(("numactl", 0.95))
-    if re.search(r"^Architecture:\s", text, re.M) and re.search(r"^\s*CPU\(s\):\s", text, re.M):
-        found.append(("lscpu", 0.95))
-    if re.search(r"^Reference ID\s*:", text, re.M) and re.search(r"^Stratum\s*:", text, re.M):
-        found.append(("chronyc", 0.95))
-    if re.search(r"^\s+remote\s+refid\s+st\s+t\s+when", text, re.M):
-        found.append(("ntpq", 0.95))
-    if re.search(r"^\s*Local time:", text, re.M) and re.search(r"^\s*Universal time:", text, re.M):
-        found.append(("timedatectl_status", 0.9))
-    if re.search(r"^\s+GPU0\b", text, re.M) and re.search(r"Legend:|CPU Affinity", text):
-        found.append(("nvidia_topo", 0.95))
-    if re.search(r"^GPU \d+: .*\(UUID: GPU-", text, re.M):
-        found.append(("nvidia_list", 0.95))
-    if _CSV_HEAD.match(lns[0]):
-        found.append(("nvidia_csv", 0.9))
-    assigns = _share(lns, ASSIGN)
-    if assigns >= 0.8 and re.search(r"^(?:NAME|ID|PRETTY_NAME|VERSION_ID)=", text, re.M):
-        found.append(("os_release", 0.9))
-    if assigns >= 0.8 and re.search(
-        r"^(?:Timezone|NTPSynchronized|LocalRTC|CanNTP|NTP)=", text, re.M
-    ):
-        found.append(("timedatectl_show", 0.9))
-    if _share(lns, r"^[A-Za-z][\w\-]*\.[\w.\-/:]+ = ") >= 0.8:
-        found.append(("sysctl", 0.9))
-    if _share(lns, r"^/(?:sys|proc)/\S+(?: .*)?$") >= 0.8:
-        found.append(("dump", 0.9))
-    if _share(lns, PIDS) >= 0.8:
-        found.append(("pids", 0.9))
-    if len(lns) <= 2 and re.match(UNAME, lns[0].strip()) and lns[0].startswith("Linux "):
-        found.append(("uname", 0.9))
-    if len(lns) <= 2 and "=" not in lns[0][:1] and _CMDLINE_WORDS.search(lns[0]):
-        found.append(("cmdline", 0.85 if hint == "cmdline" or "BOOT_IMAGE=" in lns[0] else 0.7))
-    elif len(lns) == 1 and hint == "cmdline":
-        found.append(("cmdline", 0.6))
-    if not found:
-        return hint, 0.0
-    kind, score = max(found, key=lambda f: f[1])
-    if hint is not None and any(k == hint or _HINTS.get(stem) == k for k, _ in found):
-        kind = hint if hint in {k for k, _ in found} else kind
-        score = min(1.0, score + 0.05)
-    return kind, score
-
-
-def sniff(head: str, name: str) -> float:
-    """Confidence that ``head`` is one of the host snapshots listed in the docstring."""
-    return detect(head, name)[1]
-
-
 L = pl.col("line")
 
-REASONS: dict[str, tuple[str, str]] = SNAP_REASONS | {
+REASONS: dict[str, tuple[str, str]] = snap.REASONS | {
     "section": ("structure", "section header"),
     "legend": ("structure", "legend"),
     "comment": ("structure", "comment"),
     "noise": ("skipped", "error or stderr text mixed in"),
 }
 _NOISE = r"^(?:sysctl|sh|cat|awk|chrt|taskset|lscpu|numactl|timedatectl|chronyc|ntpq|nvidia-smi|bash|dash):\s"
-IS_NOISE = L.str.contains(_NOISE)
+NOISE = (L.str.contains(_NOISE), "noise")
 
 
 def _first(*cases: tuple[pl.Expr, pl.Expr], default: pl.Expr | None = None) -> pl.Expr:
@@ -210,20 +98,17 @@ def _list(*items: str | pl.Expr) -> pl.Expr:
     return pl.concat_list([pl.lit(p) if isinstance(p, str) else p for p in items])
 
 
-def verdict(ok: pl.Expr, *extra: tuple[pl.Expr, str]) -> pl.Expr:
-    """``blank`` for empty lines, the first matching extra, ``parsed`` where ``ok``, else other."""
-    cases = [(L.str.strip_chars() == "", "blank"), *extra, (ok, "parsed")]
-    return _first(*[(c, pl.lit(w)) for c, w in cases], default=pl.lit("other"))
+Case = tuple[pl.Expr, str]
 
 
 def _out(
-    df: pl.DataFrame, what: pl.Expr, source: str | pl.Expr, keys: pl.Expr, vals: pl.Expr
+    df: pl.DataFrame, ok: pl.Expr, source: str | pl.Expr, keys: pl.Expr, vals: pl.Expr, *extra: Case
 ) -> pl.DataFrame:
-    """The tokenizers' result (see the module docstring)."""
+    """The tokenizers' result: ``df`` with ``what`` (`snap.classify` of the ``extra`` cases,
+    then ``parsed`` where ``ok``), ``source`` and the lists ``keys``/``vals``."""
+    what = snap.classify(*extra, (ok, "parsed"))
     src = pl.lit(source) if isinstance(source, str) else source
-    return df.with_columns(
-        what.alias("what"), src.alias("source"), keys.alias("keys"), vals.alias("vals")
-    )
+    return df.with_columns(what=what, source=src, keys=keys, vals=vals)
 
 
 # ---------------------------------------------------------------- sysctl
@@ -234,8 +119,7 @@ def sysctl(df: pl.DataFrame, kind: str) -> pl.DataFrame:
     """``sysctl -a`` / the capture's ``key = value`` dump."""
     g = L.str.extract_groups(SYSCTL)
     key, val = g.struct.field("1"), g.struct.field("2")
-    what = verdict(key.is_not_null(), (IS_NOISE, "noise"))
-    return _out(df, what, "sysctl", _list(key), _list(squash(val)))
+    return _out(df, key.is_not_null(), "sysctl", _list(key), _list(squash(val)), NOISE)
 
 
 # ---------------------------------------------------------------- "<path> <value>" dumps
@@ -247,11 +131,8 @@ _V1 = (
 )
 _UNLIMITED = 2**62
 _RENAME = {
-    "memory.max": "memory.max_bytes",
+    **{f"memory.{k}": f"memory.{k}_bytes" for k in ("max", "high", "low", "min")},
     "memory.limit_in_bytes": "memory.max_bytes",
-    "memory.high": "memory.high_bytes",
-    "memory.low": "memory.low_bytes",
-    "memory.min": "memory.min_bytes",
     "memory.soft_limit_in_bytes": "memory.soft_limit_bytes",
     "memory.swap.max": "memory.swap_max_bytes",
     "memory.memsw.limit_in_bytes": "memory.memsw_max_bytes",
@@ -261,11 +142,10 @@ _RENAME = {
     "cpu.cfs_burst_us": "cpu.burst_us",
     "memory.oom.group": "memory.oom_group",
 }
-_BLKIO = {
-    "blkio.throttle.read_bps_device": "rbps",
-    "blkio.throttle.write_bps_device": "wbps",
-    "blkio.throttle.read_iops_device": "riops",
-    "blkio.throttle.write_iops_device": "wiops",
+_BLKIO = {  # blkio.throttle.read_bps_device -> rbps ... write_iops_device -> wiops
+    f"blkio.throttle.{rw}_{limit}_device": rw[0] + limit
+    for rw in ("read", "write")
+    for limit in ("bps", "iops")
 }
 
 
@@ -305,12 +185,7 @@ def _cgroup_keys(path: pl.Expr, val: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr
     )
     # io.max / blkio throttle lines: the device sits between "io.max." and the limit name
     io = pl.when(f.is_in(["io.max", *_BLKIO]) & (val != "")).then(_str("io.max.", dev, "."))
-    prefix = _str(
-        "cgroup.",
-        pl.when(rel == "").then(pl.lit("/")).otherwise(rel),
-        ".",
-        io.otherwise(pl.lit("")),
-    )
+    prefix = _str("cgroup.", rel.replace("", "/"), ".", io.otherwise(pl.lit("")))
     return prefix, keys, vals
 
 
@@ -348,7 +223,7 @@ def dump(df: pl.DataFrame, kind: str) -> pl.DataFrame:
     vals = _first(
         (is_cg, cg_vals), (thp.is_not_null() & sel.is_not_null(), _list(sel)), default=_list(val)
     )
-    out = _out(df, verdict(path.is_not_null(), (IS_NOISE, "noise")), source, keys, vals)
+    out = _out(df, path.is_not_null(), source, keys, vals, NOISE)
     return out.with_columns(pl.when(is_cg).then(cg_prefix).otherwise(pl.lit("")).alias("prefix"))
 
 
@@ -367,7 +242,7 @@ def cmdline(df: pl.DataFrame, kind: str) -> pl.DataFrame:
     has_tail = tail.is_not_null() & (tail != "")
     keys = pl.when(has_tail).then(keys.list.concat(pl.lit(["cmdline.init_args"]))).otherwise(keys)
     vals = pl.when(has_tail).then(vals.list.concat(_list(tail))).otherwise(vals)
-    return _out(df, verdict(toks.list.len() > 0), "cmdline", keys, vals)
+    return _out(df, toks.list.len() > 0, "cmdline", keys, vals)
 
 
 # ---------------------------------------------------------------- uname -a
@@ -376,16 +251,15 @@ UNAME = (
     rf"^(?P<kernel_name>\S+) (?P<nodename>\S+) (?P<kernel_release>\S+) (?P<kernel_version>.*?)"
     rf" (?P<machine>{_MACH})(?: \S+)*? (?P<operating_system>\S+)$"
 )
-_UNAME_KEYS = ("kernel_name", "nodename", "kernel_release", "kernel_version", "machine")
-_UNAME_KEYS += ("operating_system",)
+_UNAME_KEYS = tuple(re.compile(UNAME).groupindex)
 
 
 def uname(df: pl.DataFrame, kind: str) -> pl.DataFrame:
     """``uname -a``."""
     g = L.str.strip_chars().str.extract_groups(UNAME)
     keys, vals = [f"uname.{k}" for k in _UNAME_KEYS], [g.struct.field(k) for k in _UNAME_KEYS]
-    what = verdict(g.struct.field("kernel_name").is_not_null())
-    return _out(df, what, "uname", _list(*keys), _list(*vals))
+    ok = g.struct.field("kernel_name").is_not_null()
+    return _out(df, ok, "uname", _list(*keys), _list(*vals))
 
 
 # ---------------------------------------------------------------- KEY=value files
@@ -408,9 +282,9 @@ def assign(df: pl.DataFrame, source: str) -> pl.DataFrame:
     v = g.struct.field("2").str.strip_chars()
     quoted = v.str.contains(r'^"(?:.*)"$|^\'(?:.*)\'$')
     unquoted = v.str.slice(1, v.str.len_chars() - 2).str.replace_all(r'\\(["\\$`])', "${1}")
-    what = verdict(k.is_not_null(), (L.str.contains(r"^\s*#"), "comment"), (IS_NOISE, "noise"))
-    value = pl.when(quoted).then(unquoted).otherwise(v)
-    return _out(df, what, source, _list(_str(source + ".", k)), _list(value))
+    value = _list(pl.when(quoted).then(unquoted).otherwise(v))
+    comment = (L.str.contains(r"^\s*#"), "comment")
+    return _out(df, k.is_not_null(), source, _list(_str(source + ".", k)), value, comment, NOISE)
 
 
 # ---------------------------------------------------------------- "Label: value" files
@@ -439,8 +313,9 @@ def labelled(df: pl.DataFrame, source: str) -> pl.DataFrame:
         (sec == "vulnerabilities", _str("vulnerability_", label)),
         default=label,
     )
-    what = verdict(g.struct.field("2").is_not_null(), (is_section, "section"), (IS_NOISE, "noise"))
-    return _out(df, what, source, _list(_str(source + ".", key)), _list(val)).drop("_sec")
+    keys, section = _list(_str(source + ".", key)), (is_section, "section")
+    ok = g.struct.field("2").is_not_null()
+    return _out(df, ok, source, keys, _list(val), section, NOISE).drop("_sec")
 
 
 # ---------------------------------------------------------------- numactl -H
@@ -453,8 +328,7 @@ def numactl(df: pl.DataFrame, kind: str) -> pl.DataFrame:
     dist = L.str.extract_groups(r"^\s*(\d+):\s+([\d\s]+)$")
     nd, row = node.struct.field("1"), dist.struct.field("1")
     mb = pl.when(node.struct.field("4").is_not_null()).then(pl.lit("_mb")).otherwise(pl.lit(""))
-    dvals = dist.struct.field("2").str.strip_chars().str.split(" ")
-    dvals = dvals.list.eval(pl.element().filter(pl.element() != ""))
+    dvals = dist.struct.field("2").str.strip_chars().str.extract_all("[^ ]+")
     dkeys = _list(
         *[_str("numactl.node", row, f".distance.node{c}") for c in cols] or ["numactl.distances"]
     )
@@ -474,8 +348,7 @@ def numactl(df: pl.DataFrame, kind: str) -> pl.DataFrame:
         (is_dist, dvals),
     )
     header = L.str.contains(r"^node distances:\s*$|^node(?:\s+\d+)+\s*$")
-    what = verdict(keys.is_not_null(), (header, "header"), (IS_NOISE, "noise"))
-    return _out(df, what, "numactl", keys, vals)
+    return _out(df, keys.is_not_null(), "numactl", keys, vals, (header, "header"), NOISE)
 
 
 # ---------------------------------------------------------------- NTP
@@ -507,27 +380,19 @@ def ntp(df: pl.DataFrame, flavour: str) -> pl.DataFrame:
         g = L.str.extract_groups(_NTPQ)
         remote = g.struct.field("2")
         header = L.str.contains(r"^\s*remote\s+refid") | L.str.contains(r"^=+\s*$")
-        out = _out(
-            df,
-            verdict(remote.is_not_null(), (header, "header"), (IS_NOISE, "noise")),
-            "ntp",
-            _list(*[_str("ntp.peer.", remote, "." + f) for f in _NTPQ_F]),
-            _list(
-                g.struct.field("1").fill_null(" "), *[g.struct.field(str(i)) for i in range(3, 12)]
-            ),
+        keys = _list(*[_str("ntp.peer.", remote, "." + f) for f in _NTPQ_F])
+        vals = _list(
+            g.struct.field("1").fill_null(" "), *[g.struct.field(str(i)) for i in range(3, 12)]
         )
+        out = _out(df, remote.is_not_null(), "ntp", keys, vals, (header, "header"), NOISE)
         sys_peer = g.struct.field("1") == "*"
         out = _add(out, sys_peer, "ntp.synchronized", pl.lit("true"))
         off = (g.struct.field("10").cast(pl.Float64, strict=False) / 1000).cast(pl.String)
         return _add(out, sys_peer, "ntp.offset_s", off)
     if flavour == "timedatectl_show":
         sync = L.str.extract(r"^NTPSynchronized=(\w+)", 1)
-        return _add(
-            assign(df, "ntp"),
-            sync.is_not_null(),
-            "ntp.synchronized",
-            (sync == "yes").cast(pl.String),
-        )
+        synced = (sync == "yes").cast(pl.String)
+        return _add(assign(df, "ntp"), sync.is_not_null(), "ntp.synchronized", synced)
     out = labelled(df, "ntp")
     if flavour == "chronyc":
         st = L.str.extract_groups(r"^System time\s*:\s*([\d.]+) seconds (fast|slow)")
@@ -558,44 +423,41 @@ def pids(df: pl.DataFrame, kind: str) -> pl.DataFrame:
     g = L.str.extract_groups(PIDS)
     pid, what, rest = g.struct.field("1"), g.struct.field("2"), g.struct.field("3").fill_null("")
     proc = _str("process.", pid, ".", what)
-    status = rest.str.extract_groups(r"^([^:]+):\s*(.*)$")
     cur = rest.str.extract_groups(r"current ([^:]+): (.*)$")
     label = snake(cur.struct.field("1")).str.replace(r"^scheduling_", "")
-    cgl = rest.str.extract_groups(r"^(\d+):([^:]*):(.*)$")
-    ctrl = (
-        pl.when(cgl.struct.field("2") == "")
-        .then(pl.lit("unified"))
-        .otherwise(cgl.struct.field("2"))
+    is_status = what.is_in(["status", "io"])
+    sub = _first(  # the file's own key and value: VmRSS, the cgroup controllers, an env name
+        (is_status, rest.str.extract_groups(r"^([^:]+):\s*(.*)$")),
+        (what == "cgroup", rest.str.extract_groups(r"^\d+:([^:]*):(.*)$")),
+        (what == "environ", rest.str.extract_groups(r"^([^=]+)=(.*)$")),
     )
-    env = rest.str.extract_groups(r"^([^=]+)=(.*)$")
+    has_sub, sub_val = sub.struct.field("1").is_not_null(), sub.struct.field("2")
     sched = what.is_in(["chrt", "taskset"])
-    is_status = what.is_in(["status", "io"]) & status.struct.field("1").is_not_null()
-    is_cgroup = (what == "cgroup") & cgl.struct.field("1").is_not_null()
-    is_env = (what == "environ") & env.struct.field("1").is_not_null()
     key = _first(
         (sched & label.is_not_null(), _str("sched.", pid, ".", label)),
         (sched, _str("sched.", pid, ".", what, "_message")),
-        (is_status, _str(proc, ".", status.struct.field("1"))),
-        (is_cgroup, _str(proc, ".", ctrl)),
-        (is_env, _str(proc, ".", env.struct.field("1"))),
+        (has_sub, _str(proc, ".", sub.struct.field("1").replace("", "unified"))),
         (what.is_in(["cmdline", "oom_score_adj", "oom_score", "gone"]), proc),
         (what.is_not_null(), _str(proc, "_line")),
     )
     val = _first(
         (sched & label.is_not_null(), cur.struct.field("2").str.strip_chars()),
-        (is_status, squash(status.struct.field("2"))),
-        (is_cgroup, cgl.struct.field("3")),
-        (is_env, env.struct.field("2")),
+        (has_sub, pl.when(is_status).then(squash(sub_val)).otherwise(sub_val)),
         (what == "gone", pl.lit("true")),
         default=rest.str.strip_chars(),
     )
     empty = what.is_in(["environ", "cmdline"]) & (rest.str.strip_chars() == "")
     source = pl.when(sched).then(pl.lit("sched")).otherwise(pl.lit("process"))
-    return _out(df, verdict(key.is_not_null(), (empty, "blank")), source, _list(key), _list(val))
+    return _out(df, key.is_not_null(), source, _list(key), _list(val), (empty, "blank"))
 
 
 # ---------------------------------------------------------------- nvidia-smi
 _SEP = "\x1f"
+
+
+def _snake(label: str) -> str:
+    """A header label as a key part: ``Used Memory`` -> ``used_memory``, ``MiB`` -> ``mib``."""
+    return re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")
 
 
 def nvidia_topo(df: pl.DataFrame, kind: str) -> pl.DataFrame:
@@ -604,26 +466,16 @@ def nvidia_topo(df: pl.DataFrame, kind: str) -> pl.DataFrame:
     df = df.with_columns(L.str.replace_all(ANSI, "").alias("line"))
     head = next((ln for ln in df["line"] if re.match(r"^\s+GPU0\b", ln)), "")
     header = [h.strip() for h in re.split(r"\t|\s{2,}", head.strip()) if h.strip()]
-    names = [
-        h
-        if re.match(r"^(?:GPU\d+|NIC\d+|mlx\S*)$", h)
-        else re.sub(r"[^a-z0-9]+", "_", h.lower()).strip("_")
-        for h in header
-    ]
+    names = [h if re.match(r"^(?:GPU\d+|NIC\d+|mlx\S*)$", h) else _snake(h) for h in header]
     cells = L.str.replace_all(r"(?:\t|\s{2,})+", _SEP).str.strip_chars(_SEP + " ").str.split(_SEP)
     cells = cells.list.eval(pl.element().str.strip_chars())
     row = L.str.extract(r"^(GPU\d+|NIC\d+|mlx\S+)\s", 1)
     ok = row.is_not_null() & (cells.list.len() >= 2) & pl.lit(bool(names))
     nic = L.str.extract_groups(r"^\s+(NIC\d+):\s*(\S+)\s*$")
     is_nic = nic.struct.field("1").is_not_null()
-    in_legend = (
-        _first(
-            (L.str.contains(r"^[A-Za-z ]*Legend:\s*$"), pl.lit(True)),
-            (L.str.contains(r"^\S"), pl.lit(False)),
-        )
-        .forward_fill()
-        .fill_null(False)
-    )
+    legend_at = L.str.contains(r"^[A-Za-z ]*Legend:\s*$")  # to the next unindented line
+    starts = legend_at | L.str.contains(r"^\S")
+    in_legend = pl.when(starts).then(legend_at).forward_fill().fill_null(False)
     all_keys = _list(*[_str("nvidia_topo.", row, "." + n) for n in names] or [""])
     row_vals = cells.list.slice(1, len(names))
     keys = _first(
@@ -631,13 +483,8 @@ def nvidia_topo(df: pl.DataFrame, kind: str) -> pl.DataFrame:
         (is_nic, _list(_str("nvidia_topo.", nic.struct.field("1"), ".device"))),
     )
     vals = _first((ok, row_vals), (is_nic, _list(nic.struct.field("2"))))
-    what = verdict(
-        keys.is_not_null(),
-        (L.str.contains(r"^\s+GPU0\b"), "header"),
-        (in_legend & ~is_nic, "legend"),
-        (IS_NOISE, "noise"),
-    )
-    return _out(df, what, "nvidia_topo", keys, vals)
+    header, legend = (L.str.contains(r"^\s+GPU0\b"), "header"), (in_legend & ~is_nic, "legend")
+    return _out(df, keys.is_not_null(), "nvidia_topo", keys, vals, header, legend, NOISE)
 
 
 def nvidia_list(df: pl.DataFrame, kind: str) -> pl.DataFrame:
@@ -649,19 +496,16 @@ def nvidia_list(df: pl.DataFrame, kind: str) -> pl.DataFrame:
     is_gpu = gpu.struct.field("1").is_not_null()
     gk = _str("nvidia.gpu", gpu.struct.field("1"))
     mk = _str("nvidia.gpu", pl.col("_gpu"), ".mig", mig.struct.field("2"))
+    is_mig = mig.struct.field("1").is_not_null() & pl.col("_gpu").is_not_null()
     keys = _first(
         (is_gpu, _list(_str(gk, ".name"), _str(gk, ".uuid"))),
-        (
-            mig.struct.field("1").is_not_null() & pl.col("_gpu").is_not_null(),
-            _list(_str(mk, ".profile"), _str(mk, ".uuid")),
-        ),
+        (is_mig, _list(_str(mk, ".profile"), _str(mk, ".uuid"))),
     )
     vals = _first(
         (is_gpu, _list(gpu.struct.field("2"), gpu.struct.field("3"))),
         default=_list(mig.struct.field("1"), mig.struct.field("3")),
     )
-    what = verdict(keys.is_not_null(), (IS_NOISE, "noise"))
-    return _out(df, what, "nvidia_list", keys, vals).drop("_gpu")
+    return _out(df, keys.is_not_null(), "nvidia_list", keys, vals, NOISE).drop("_gpu")
 
 
 def nvidia_csv(df: pl.DataFrame, kind: str) -> pl.DataFrame:
@@ -671,15 +515,9 @@ def nvidia_csv(df: pl.DataFrame, kind: str) -> pl.DataFrame:
     (``used_memory [MiB]``) goes into the key (``used_memory_mib``) and is removed from
     the values; ``[N/A]``-style values are kept as printed."""
     head = next((ln for ln in df["line"] if ln.strip()), "")
-    names, units = [], []
-    for f in (f.strip() for f in head.split(",")):
-        m = re.match(r"^(.*?)\s*\[(.+)\]$", f)
-        unit = m.group(2) if m else ""
-        stem = (m.group(1) if m else f).strip()
-        names.append(
-            stem + ("_" + re.sub(r"[^a-z0-9]+", "_", unit.lower()).strip("_") if unit else "")
-        )
-        units.append(unit)
+    fields = [re.match(r"^(.*?)\s*(?:\[(.+)\])?$", f.strip()).groups("") for f in head.split(",")]
+    units = [unit for _, unit in fields]
+    names = [stem + ("_" + _snake(unit) if unit else "") for stem, unit in fields]
     apps = "pid" in names
     idx_col = names.index("pid") if apps else (names.index("index") if "index" in names else None)
     cells = L.str.split(",").list.eval(pl.element().str.strip_chars())
@@ -699,29 +537,96 @@ def nvidia_csv(df: pl.DataFrame, kind: str) -> pl.DataFrame:
         ]
     )
     noise = L.str.contains(r"^No devices were found|^\S+: ")
-    what = verdict(ok, (head == L, "header"), (noise, "noise"))
     keys = _list(*[_str(prefix, "." + n) for n in names])
-    return _out(df, what, "nvidia_apps" if apps else "nvidia_query", keys, vals)
+    source = "nvidia_apps" if apps else "nvidia_query"
+    return _out(df, ok, source, keys, vals, (head == L, "header"), (noise, "noise"))
+
+
+# ---------------------------------------------------------------- sniffing
+_HINTS = {  # capture file stem -> kind
+    **{k: k for k in ("sysctl", "cmdline", "uname", "os_release", "lscpu", "numactl", "clock")},
+    **{k: k for k in ("pids", "nvidia_topo", "nvidia_list")},
+    **dict.fromkeys(("thp", "cpufreq", "irq_affinity", "cgroup_limits"), "dump"),
+    **dict.fromkeys(("nvidia_apps", "nvidia_ecc"), "nvidia_csv"),
+}
+_CMDLINE_WORDS = re.compile(
+    r"(?:^|\s)(?:BOOT_IMAGE=|root=|console=|init=|rdinit=|ro|rw|quiet|splash|panic=|isolcpus=|"
+    r"nohz_full=|intel_iommu=|iommu=|mitigations=|crashkernel=|hugepages=|psi=|systemd\.\S+=)"
+)
+_CSV_HEAD = re.compile(
+    r"^(?:index|pci\.bus_id|uuid|name|gpu_bus_id|gpu_uuid|pid|process_name|timestamp)"
+    r"(?:, [\w.]+(?: \[[^\]]+\])?)+\s*$"
+)
+
+
+def _share(lines_: list[str], pattern: str) -> float:
+    rx = re.compile(pattern)
+    return sum(1 for ln in lines_ if rx.match(ln)) / len(lines_) if lines_ else 0.0
+
+
+#: kind, confidence, patterns that must all occur (one line each, multiline mode)
+_SIGNS: tuple[tuple[str, float, tuple[str, ...]], ...] = (
+    ("clock", 0.95, (r"^epoch_s=[\d.]+$", r"^uptime_s=")),
+    ("numactl", 0.95, (r"^available: \d+ nodes?|^No NUMA available",)),
+    ("lscpu", 0.95, (r"^Architecture:\s", r"^\s*CPU\(s\):\s")),
+    ("chronyc", 0.95, (r"^Reference ID\s*:", r"^Stratum\s*:")),
+    ("ntpq", 0.95, (r"^\s+remote\s+refid\s+st\s+t\s+when",)),
+    ("timedatectl_status", 0.9, (r"^\s*Local time:", r"^\s*Universal time:")),
+    ("nvidia_topo", 0.95, (r"^\s+GPU0\b", r"Legend:|CPU Affinity")),
+    ("nvidia_list", 0.95, (r"^GPU \d+: .*\(UUID: GPU-",)),
+)
+#: kind, pattern 80% of the lines match, pattern one line must match (multiline)
+_SHARES = (
+    ("os_release", ASSIGN, r"^(?:NAME|ID|PRETTY_NAME|VERSION_ID)="),
+    ("timedatectl_show", ASSIGN, r"^(?:Timezone|NTPSynchronized|LocalRTC|CanNTP|NTP)="),
+    ("sysctl", r"^[A-Za-z][\w\-]*\.[\w.\-/:]+ = ", ""),
+    ("dump", r"^/(?:sys|proc)/\S+(?: .*)?$", ""),
+    ("pids", PIDS, ""),
+)
+
+
+def detect(head: str, name: str) -> tuple[str | None, float]:
+    """(kind, confidence) of a host snapshot from its first bytes and file name."""
+    lns = [re.sub(ANSI, "", ln.rstrip("\r")) for ln in head.splitlines()[:300] if ln.strip()]
+    stem = re.split(r"\.(?:start|end)\b", name.rsplit("__", 1)[-1], maxsplit=1)[0]
+    hint = _HINTS.get(stem)
+    if not lns:
+        return hint, 0.0
+    text = "\n".join(lns)
+    found = [(k, p) for k, p, rxs in _SIGNS if all(re.search(rx, text, re.M) for rx in rxs)]
+    if _CSV_HEAD.match(lns[0]):
+        found.append(("nvidia_csv", 0.9))
+    for kind, most, one in _SHARES:
+        if _share(lns, most) >= 0.8 and re.search(one, text, re.M):
+            found.append((kind, 0.9))
+    if len(lns) <= 2 and re.match(UNAME, lns[0].strip()) and lns[0].startswith("Linux "):
+        found.append(("uname", 0.9))
+    if len(lns) <= 2 and "=" not in lns[0][:1] and _CMDLINE_WORDS.search(lns[0]):
+        found.append(("cmdline", 0.85 if hint == "cmdline" or "BOOT_IMAGE=" in lns[0] else 0.7))
+    elif len(lns) == 1 and hint == "cmdline":
+        found.append(("cmdline", 0.6))
+    if not found:
+        return hint, 0.0
+    kind, score = max(found, key=lambda f: f[1])
+    if hint in {k for k, _ in found}:  # the file name agrees with one reading: take it
+        return hint, min(1.0, score + 0.05)
+    return kind, score
+
+
+def sniff(head: str, name: str) -> float:
+    """Confidence that ``head`` is one of the host snapshots listed in the docstring."""
+    return detect(head, name)[1]
 
 
 _TOKENIZERS: dict[str, Callable[[pl.DataFrame, str], pl.DataFrame]] = {
-    "sysctl": sysctl,
-    "dump": dump,
-    "cmdline": cmdline,
-    "uname": uname,
     "os_release": assign,
     "clock": assign,
     "lscpu": labelled,
-    "numactl": numactl,
-    "chronyc": ntp,
-    "ntpq": ntp,
-    "timedatectl_show": ntp,
-    "timedatectl_status": ntp,
-    "pids": pids,
-    "nvidia_topo": nvidia_topo,
-    "nvidia_list": nvidia_list,
-    "nvidia_csv": nvidia_csv,
+    **dict.fromkeys(("chronyc", "ntpq", "timedatectl_show", "timedatectl_status"), ntp),
+    **{f.__name__: f for f in (sysctl, dump, cmdline, uname, numactl, pids)},
+    **{f.__name__: f for f in (nvidia_topo, nvidia_list, nvidia_csv)},
 }
+_META = {"uname.nodename": "host", "uname.kernel_release": "kernel", "lscpu.cpus": "cpus"}
 
 
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
@@ -729,59 +634,33 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     cov = base.Coverage()
     name = ctx.file_name or path.name
     kind, score = detect(_read.read_head(path), name)
-    df = lines(path, cov.notes)
-    if blank_only(df):
-        account(cov, pl.Series(["blank"] * df.height, dtype=pl.String), REASONS)
+    df = snap.lines(path, cov.notes)
+    if snap.all_blank(cov, df):
         return base.ParseResult(
-            {"host_config": pl.DataFrame(schema=TABLES["host_config"].schema)}, cov
+            snap.conformed(TABLES, {"host_config": pl.DataFrame()}, None, None), cov
         )
     if kind is None:
         raise ParseError(f"{name}: not a host configuration snapshot")
     if score == 0.0:
         cov.notes.append(f"content not recognised; read as {kind} from the file name")
-    phase, ts = snapshot_time(path, ctx, cov.notes)
+    phase, ts = snap.snapshot_time(path, ctx, cov.notes)
     out = _TOKENIZERS[kind](df, kind)
-    if not ends_with_newline(path) and df.height > 1:
-        out = out.with_columns(
-            pl.when(pl.col("line_no") == df.height)
-            .then(pl.lit("truncated"))
-            .otherwise(pl.col("what"))
-            .alias("what")
-        )
-    account(cov, out["what"], REASONS)
+    cut = snap.truncated(df, path) & pl.lit(df.height > 1)
+    out = out.with_columns(pl.when(cut).then(pl.lit("truncated")).otherwise("what").alias("what"))
+    snap.account(cov, out["what"], REASONS)
     rows = out.filter(pl.col("what") == "parsed").explode(["keys", "vals"])
     if "prefix" in rows.columns:  # cgroup limits: the path in front of each key
         rows = rows.with_columns(pl.concat_str("prefix", "keys").alias("keys"))
     rows = rows.filter(pl.col("keys").is_not_null())
-    if kind == "clock":
-        epoch = rows.filter(pl.col("keys") == "clock.epoch_s")["vals"].cast(
-            pl.Float64, strict=False
-        )
-        if epoch.len() and epoch[0] is not None:
-            try:
-                ts = datetime.fromtimestamp(float(epoch[0]), UTC)
-                cov.notes = [n for n in cov.notes if "ts NULL" not in n]
-            except (OverflowError, OSError, ValueError):  # a damaged number: keep the phase time
-                cov.notes.append(
-                    f"clock.epoch_s {epoch[0]} is not a time: ts from the capture phase"
-                )
-    table = rows.select(
-        pl.lit(ts, dtype=base.TS).alias("ts"),
-        pl.lit(phase, dtype=pl.String).alias("snapshot"),
-        pl.col("source"),
-        pl.col("keys").alias("key"),
-        pl.col("vals").alias("value"),
-        pl.col("line").alias("raw"),
-        pl.col("line_no"),
-    )
-    table = TABLES["host_config"].conform(table).collect()
-    meta: dict[str, object] = {"kind": kind}
-    facts = dict(zip(table["key"].to_list(), table["value"].to_list(), strict=True))
-    for k, m in (
-        ("uname.nodename", "host"),
-        ("uname.kernel_release", "kernel"),
-        ("lscpu.cpus", "cpus"),
-    ):
-        if facts.get(k) is not None:
-            meta[m] = facts[k]
-    return base.ParseResult({"host_config": table}, cov, meta)
+    epoch = rows.filter(pl.col("keys") == "clock.epoch_s")["vals"].cast(pl.Float64, strict=False)
+    if kind == "clock" and epoch.len() and epoch[0] is not None:
+        try:
+            ts = datetime.fromtimestamp(float(epoch[0]), UTC)
+            cov.notes = [n for n in cov.notes if "ts NULL" not in n]
+        except (OverflowError, OSError, ValueError):  # a damaged number: keep the phase time
+            cov.notes.append(f"clock.epoch_s {epoch[0]} is not a time: ts from the capture phase")
+    table = rows.select("source", "line_no", key="keys", value="vals", raw="line")
+    table = snap.conformed(TABLES, {"host_config": table}, phase, ts)["host_config"]
+    facts = dict(zip(table["key"], table["value"], strict=True))
+    meta = {m: facts[k] for k, m in _META.items() if facts.get(k) is not None}
+    return base.ParseResult({"host_config": table}, cov, {"kind": kind, **meta})

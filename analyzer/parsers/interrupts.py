@@ -9,20 +9,13 @@ rows (``NMI``, ``LOC``, ``RES``...) carry a description. ``ERR``/``MIS`` have on
 (``cpu`` NULL). Counters are since boot. ``ts``/``snapshot`` as for every capture
 snapshot (``interrupts.start.out``); NULL for hand-made files (noted).
 
-Sample input (``snap/interrupts.start.out``)::
+Sample input (``snap/interrupts.start.out``; ``/proc/softirqs`` has the same layout)::
 
                CPU0       CPU1
      24:          1          0  IO-APIC   5-edge      ACPI:Ged
-     28:          0          0 PCI-MSIX-0000:00:01.0   0-edge      virtio0-config
     NMI:          0          0   Non-maskable interrupts
     LOC:     196638     202772   Local timer interrupts
     ERR:          0
-
-and (``snap/softirqs.start.out``)::
-
-                        CPU0       CPU1
-              HI:          0          0
-           TIMER:      31463      38233
 """
 
 from __future__ import annotations
@@ -34,21 +27,13 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import _read, base
-from analyzer.parsers._snap_common import (
-    REASONS,
-    SNAP_COLUMNS,
-    account,
-    blank_only,
-    lines,
-    snapshot_time,
-    verdicts,
-    with_snapshot,
-)
+from analyzer.parsers import _snap_common as snap
 
+SOFTIRQS = "HI, TIMER, NET_TX, NET_RX, BLOCK, IRQ_POLL, TASKLET, SCHED, HRTIMER, RCU"
 TABLES: dict[str, base.Table] = {
     "interrupts": base.table(
         "one row per interrupt source per CPU in a /proc/interrupts snapshot",
-        *SNAP_COLUMNS,
+        *snap.SNAP_COLUMNS,
         ("irq", pl.String, "", "IRQ number or name (NMI, LOC, RES, ERR...)"),
         ("cpu", pl.Int32, "", "CPU number from the header; NULL for a total (ERR, MIS)"),
         ("count", pl.Int64, "", "interrupts since boot"),
@@ -58,13 +43,8 @@ TABLES: dict[str, base.Table] = {
     ),
     "softirqs": base.table(
         "one row per softirq type per CPU in a /proc/softirqs snapshot",
-        *SNAP_COLUMNS,
-        (
-            "softirq",
-            pl.String,
-            "",
-            "HI, TIMER, NET_TX, NET_RX, BLOCK, IRQ_POLL, TASKLET, SCHED, HRTIMER, RCU",
-        ),
+        *snap.SNAP_COLUMNS,
+        ("softirq", pl.String, "", SOFTIRQS),
         ("cpu", pl.Int32, "", "CPU number from the header"),
         ("count", pl.Int64, "", "softirqs raised since boot"),
     ),
@@ -94,57 +74,44 @@ def sniff(head: str, name: str) -> float:
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse /proc/interrupts or /proc/softirqs into a long per-CPU table."""
     cov = base.Coverage()
-    name = ctx.file_name or path.name
     kind = _kind(_read.read_head(path))
-    df = lines(path, cov.notes)
+    df = snap.lines(path, cov.notes)
     if kind is None:
-        if blank_only(df):
-            account(cov, pl.Series(["blank"] * df.height, dtype=pl.String), REASONS)
+        if snap.all_blank(cov, df):
             return base.ParseResult({}, cov)
-        raise ParseError(f"{name}: not /proc/interrupts or /proc/softirqs")
-    phase, ts = snapshot_time(path, ctx, cov.notes)
+        raise ParseError(f"{ctx.file_name or path.name}: not /proc/interrupts or /proc/softirqs")
+    phase, ts = snap.snapshot_time(path, ctx, cov.notes)
     header = next(ln for ln in df["line"] if re.match(HEADER, ln))
-    cpus = [int(c) for c in re.findall(r"CPU(\d+)", header)]
+    cpus = dict(enumerate(int(c) for c in re.findall(r"CPU(\d+)", header)))
     g = pl.col("line").str.extract_groups(_ROW.format(n=len(cpus)))
-    counts = (
-        g.struct.field("2")
-        .str.strip_chars()
-        .str.split(" ")
-        .list.eval(pl.element().filter(pl.element() != ""))
-    )
-    what = verdicts(df, g.struct.field("1").is_not_null(), path)
     df = df.with_columns(
         pl.when(pl.col("line").str.contains(HEADER))
         .then(pl.lit("header"))
-        .otherwise(what)
+        .otherwise(snap.verdicts(df, g.struct.field("1").is_not_null(), path))
         .alias("what"),
         g.struct.field("1").alias("irq"),
-        counts.alias("count"),
+        g.struct.field("2").str.strip_chars().str.extract_all("[^ ]+").alias("count"),
         g.struct.field("3").alias("rest"),
     )
-    account(cov, df["what"], REASONS)
-    rows = df.filter(pl.col("what") == "parsed")
+    snap.account(cov, df["what"], snap.REASONS)
     total = pl.col("irq").is_in(["ERR", "MIS"]) & (pl.col("count").list.len() == 1)
     rows = (
-        rows.with_columns(
+        df.filter(pl.col("what") == "parsed")
+        .with_columns(
             total.alias("_total"), pl.int_ranges(0, pl.col("count").list.len()).alias("cpu")
         )
         .explode(["count", "cpu"])
         .with_columns(
-            pl.when(pl.col("_total"))
-            .then(pl.lit(None, pl.Int32))
-            .otherwise(
-                pl.col("cpu").replace_strict(
-                    dict(enumerate(cpus)), default=None, return_dtype=pl.Int32
-                )
-            )
-            .alias("cpu")
+            pl.col("count").cast(pl.Int64, strict=False),
+            pl.when(~pl.col("_total"))
+            .then(pl.col("cpu").replace_strict(cpus, default=None, return_dtype=pl.Int32))
+            .alias("cpu"),
         )
     )
-    rows = with_snapshot(rows.with_columns(pl.col("count").cast(pl.Int64, strict=False)), phase, ts)
     if kind == "softirqs":
-        table = TABLES["softirqs"].conform(rows.rename({"irq": "softirq"})).collect()
-        return base.ParseResult({"softirqs": table}, cov)
+        return base.ParseResult(
+            snap.conformed(TABLES, {"softirqs": rows.rename({"irq": "softirq"})}, phase, ts), cov
+        )
     dev = pl.col("rest").str.extract_groups(r"^(\S+)\s+(\S+)(?:\s+(.*))?$")
     numbered = pl.col("irq").str.contains(r"^\d+$")
     rows = rows.with_columns(
@@ -152,4 +119,4 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
         pl.when(numbered).then(dev.struct.field("2")).alias("hwirq"),
         pl.when(numbered).then(dev.struct.field("3")).otherwise(pl.col("rest")).alias("name"),
     )
-    return base.ParseResult({"interrupts": TABLES["interrupts"].conform(rows).collect()}, cov)
+    return base.ParseResult(snap.conformed(TABLES, {"interrupts": rows}, phase, ts), cov)

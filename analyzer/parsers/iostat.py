@@ -440,7 +440,7 @@ def _kinds(block: _blocks.Block, st: _Text) -> pl.DataFrame:
     if st.first_key is not None:  # a copy of the file's first device header is one too
         quick = quick.when(line == st.layouts[st.first_key]).then(DEV_HDR)
     n = line.str.len_bytes().cast(pl.Int64)
-    at = [n.alias("_len"), ((n + 1).cum_sum() - n - 1).alias("_at")] if block.plain else []
+    at = [n.alias("_len"), _blocks.line_starts(n).alias("_at")] if block.plain else []
     df = block.lines.with_columns(
         quick.otherwise(None).cast(pl.Int8).alias("kind"),
         is_avg.shift(1, fill_value=st.prev_avg).alias("_after"),
@@ -753,5 +753,9 @@ def _text(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     y = "y" in flags if flags is not None else st.head[:3] == [BANNER, BLANK, BLANK]
     boot_note = flags is None and not y
     tables = _finish(got, ctx, cov, y, boot_note, bool(st.layouts), len(st.layouts) > 1)
+    names = {n for header in st.layouts.values() for n in s.header_layout(header).names}
+    unknown = sorted(n for n in names if n.rstrip(":") != "Device" and device_column(n) is None)
+    if unknown:  # a column of a newer sysstat: say so rather than drop it silently
+        cov.notes.append(f"device columns not stored (unknown names): {', '.join(unknown)}")
     banner = s.parse_banner(st.banner) if st.banner else None
     return base.ParseResult(tables=tables, coverage=cov, meta=banner.meta() if banner else {})

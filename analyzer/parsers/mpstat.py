@@ -243,7 +243,7 @@ def _block(block: _blocks.Block, f: _File, cov: base.Coverage) -> dict[str, pl.D
     data = block.data if block.plain else None  # lines are their bytes: typed from them
     if data is not None:
         n = line.str.len_bytes()
-        df = df.with_columns(n.alias("_len"), ((n + 1).cum_sum() - n - 1).alias("_at"))
+        df = df.with_columns(n.alias("_len"), _blocks.line_starts(n).alias("_at"))
     if block.last and not block.data.endswith(b"\n") and df.item(-1, "row"):
         df = df.head(-1)  # a cut row: neither a row nor another line
         f.count("truncated", 1)

@@ -250,8 +250,8 @@ def _classify(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The data lines, and the other lines with their ``kind`` (data lines are told
     first: no other kind can match them)."""
     line = pl.col("line")
-    n = line.str.len_bytes()  # byte offsets (`_rows`; right in a plain block only)
-    lines = lines.with_columns(((n + 1).cum_sum() - n - 1).alias("_at"))
+    # byte offsets (`_rows`; right in a plain block only)
+    lines = lines.with_columns(_blocks.line_starts(line.str.len_bytes()).alias("_at"))
     is_data = lines.get_column("line").str.contains(_DATA_RE)
     rest = lines.filter(~is_data).with_columns(
         kind=pl.when(line.str.strip_chars() == "")

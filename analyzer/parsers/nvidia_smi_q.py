@@ -7,14 +7,13 @@ has ``gpu`` NULL). Old and new element names are both read: ``power_readings`` /
 ``gpu_power_readings``, ``clocks_throttle_reasons`` / ``clocks_event_reasons``, ECC
 ``single_bit``/``double_bit`` totals / ``sram_*``/``dram_*`` counters.
 
-XML is parsed with ``xml.etree`` (a snapshot is small) after refusing any ``<!ENTITY``
-declaration or internal DTD subset (entity bombs); the external DOCTYPE line is not fed
-to the parser, fed line by line so that a syntax error or a truncated ``<gpu>`` is
-attributed to lines (the GPUs complete before it are kept). Text is ``Key : value`` with
-nesting by 4-space indentation; each line gets its full path (the enclosing section names
-plus its key) by forward fills, one column per nesting level, in polars. ``N/A`` and ``Requested functionality has been
-deprecated`` read as NULL; numbers are taken from values with units (``42 C``,
-``18.00 W``, ``6064 MiB``, ``16x``).
+XML: ``xml.etree`` after refusing any ``<!ENTITY`` declaration or internal DTD subset
+(entity bombs), fed line by line without the DOCTYPE line, so that a syntax error or a
+truncated ``<gpu>`` is attributed to lines (the GPUs complete before it are kept). Text:
+``Key : value`` nested by 4-space indentation; each line's path (enclosing sections plus
+its key) comes from forward fills, one column per nesting level. ``N/A`` and ``Requested
+functionality has been deprecated`` read as NULL; numbers are taken from values with
+units (``42 C``, ``18.00 W``, ``6064 MiB``, ``16x``).
 
 Table ``gpu_info``: one row per GPU, columns listed in ``TABLES`` below.
 
@@ -125,6 +124,16 @@ TABLES: dict[str, base.Table] = {
     )
 }
 
+
+def _power(*keys: str) -> tuple[str, ...]:
+    """Paths of the power readings ``keys`` (text names; XML tags are their snake_case) in
+    the old and the new section, XML first."""
+    sections = ("power_readings", "gpu_power_readings")
+    xml = [f"{s}/{k.lower().replace(' ', '_')}" for k in keys for s in sections]
+    return (*xml, *(f"{s}/{k}" for k in keys for s in ("Power Readings", "GPU Power Readings")))
+
+
+_LINK_X, _LINK_T = "pci/pci_gpu_link_info/", "PCI/GPU Link Info/"
 # column -> candidate paths; XML tag paths and text key paths share one list (first hit wins)
 _FIELDS: dict[str, tuple[str, ...]] = {
     "pci_bus_id": ("pci/pci_bus_id", "PCI/Bus Id", "@bus_id"),
@@ -135,16 +144,7 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "compute_mode": ("compute_mode", "Compute Mode"),
     "mig_mode": ("mig_mode/current_mig", "MIG Mode/Current"),
     "performance_state": ("performance_state", "Performance State"),
-    "power_limit_w": tuple(
-        f"{sec}/{key}"
-        for key in ("power_limit", "requested_power_limit", "current_power_limit")
-        for sec in ("power_readings", "gpu_power_readings")
-    )
-    + tuple(
-        f"{sec}/{key}"
-        for key in ("Power Limit", "Requested Power Limit", "Current Power Limit")
-        for sec in ("Power Readings", "GPU Power Readings")
-    ),
+    "power_limit_w": _power("Power Limit", "Requested Power Limit", "Current Power Limit"),
     "enforced_power_limit_w": (
         "power_readings/enforced_power_limit",
         "gpu_power_readings/current_power_limit",
@@ -153,22 +153,8 @@ _FIELDS: dict[str, tuple[str, ...]] = {
         "GPU Power Readings/Enforced Power Limit",
         "Enforced Power Limit",
     ),
-    "max_power_limit_w": (
-        "power_readings/max_power_limit",
-        "gpu_power_readings/max_power_limit",
-        "Power Readings/Max Power Limit",
-        "GPU Power Readings/Max Power Limit",
-    ),
-    "power_draw_w": tuple(
-        f"{sec}/{key}"
-        for key in ("power_draw", "average_power_draw", "instant_power_draw")
-        for sec in ("power_readings", "gpu_power_readings")
-    )
-    + tuple(
-        f"{sec}/{key}"
-        for key in ("Power Draw", "Average Power Draw", "Instant Power Draw")
-        for sec in ("Power Readings", "GPU Power Readings")
-    ),
+    "max_power_limit_w": _power("Max Power Limit"),
+    "power_draw_w": _power("Power Draw", "Average Power Draw", "Instant Power Draw"),
     "temp_c": ("temperature/gpu_temp", "Temperature/GPU Current Temp"),
     "temp_slowdown_c": ("temperature/gpu_temp_slow_threshold", "Temperature/GPU Slowdown Temp"),
     "temp_shutdown_c": ("temperature/gpu_temp_max_threshold", "Temperature/GPU Shutdown Temp"),
@@ -189,56 +175,25 @@ _FIELDS: dict[str, tuple[str, ...]] = {
         "remapped_rows/remapped_row_failure",
         "Remapped Rows/Remapping Failure Occurred",
     ),
-    "pcie_gen": (
-        "pci/pci_gpu_link_info/pcie_gen/current_link_gen",
-        "PCI/GPU Link Info/PCIe Generation/Current",
-    ),
-    "pcie_gen_max": (
-        "pci/pci_gpu_link_info/pcie_gen/max_link_gen",
-        "PCI/GPU Link Info/PCIe Generation/Max",
-    ),
-    "pcie_width": (
-        "pci/pci_gpu_link_info/link_widths/current_link_width",
-        "PCI/GPU Link Info/Link Width/Current",
-    ),
-    "pcie_width_max": (
-        "pci/pci_gpu_link_info/link_widths/max_link_width",
-        "PCI/GPU Link Info/Link Width/Max",
-    ),
+    "pcie_gen": (_LINK_X + "pcie_gen/current_link_gen", _LINK_T + "PCIe Generation/Current"),
+    "pcie_gen_max": (_LINK_X + "pcie_gen/max_link_gen", _LINK_T + "PCIe Generation/Max"),
+    "pcie_width": (_LINK_X + "link_widths/current_link_width", _LINK_T + "Link Width/Current"),
+    "pcie_width_max": (_LINK_X + "link_widths/max_link_width", _LINK_T + "Link Width/Max"),
 }
-_NULLS = {
-    "",
-    "N/A",
-    "Unknown Error",
-    "Not Supported",
-    "Requested functionality has been deprecated",
-}
-_REASON_SECTIONS = (
-    "clocks_throttle_reasons/",
-    "clocks_event_reasons/",
-    "Clocks Throttle Reasons/",
-    "Clocks Event Reasons/",
-)
+_NULLS = {"", "N/A", "Unknown Error", "Not Supported"}
+_NULLS.add("Requested functionality has been deprecated")
+_REASONS = ("clocks_throttle_reasons/", "clocks_event_reasons/")
+_REASONS += ("Clocks Throttle Reasons/", "Clocks Event Reasons/")
 _REASON_NAMES = {"Idle": "gpu_idle", "Display Clock Setting": "display_clocks_setting"}
+_SNIFF_KEYS = ("Product Name", "FB Memory Usage", "Clocks Event Reasons", "Clocks Throttle Reasons")
+_SNIFF_KEYS += ("Performance State", "Max Clocks", "Applications Clocks", "Enforced Power Limit")
 
 
 def sniff(head: str, name: str) -> float:
     """XML root ``<nvidia_smi_log>`` or the text banner; text fragments by their keys."""
-    if "<nvidia_smi_log" in head:
+    if "<nvidia_smi_log" in head or re.search(r"=+\s*NVSMI LOG\s*=+", head):
         return 0.99
-    if re.search(r"=+\s*NVSMI LOG\s*=+", head):
-        return 0.99
-    keys = (
-        "Product Name",
-        "FB Memory Usage",
-        "Clocks Event Reasons",
-        "Clocks Throttle Reasons",
-        "Performance State",
-        "Max Clocks",
-        "Applications Clocks",
-        "Enforced Power Limit",
-        "GPU UUID",
-    )
+    keys = (*_SNIFF_KEYS, "GPU UUID")
     hits = sum(bool(re.search(rf"^\s+{re.escape(k)}\s*(:|$)", head, re.M)) for k in keys)
     return 0.8 if hits >= 2 else 0.0
 
@@ -251,36 +206,22 @@ def _sum(values: list[str | None]) -> str | None:
 def _derived(d: dict[str, str]) -> dict[str, str | None]:
     """Fields computed from several paths: ECC sums, retired pages, active throttle reasons."""
     out: dict[str, str | None] = {}
-    for col, scope in (
-        ("ecc_volatile_uncorrected", "volatile"),
-        ("ecc_aggregate_uncorrected", "aggregate"),
-    ):
-        prefixes = (f"ecc_errors/{scope}/", f"ECC Errors/{scope.capitalize()}/")
-        unc = [v for p, v in d.items() if p.startswith(prefixes) and "uncorrectable" in p.lower()]
-        old = [
-            v
-            for p, v in d.items()
-            if p.startswith(prefixes) and p.endswith(("double_bit/total", "Double Bit/Total"))
-        ]
-        out[col] = _sum(unc) if unc else _sum(old) if old else None
-    retired = [v for p, v in d.items() if p.endswith("_retirement/retired_count")]
-    retired += [
-        v
-        for p, v in d.items()
-        if p in ("Retired Pages/Single Bit ECC", "Retired Pages/Double Bit ECC")
-    ]
-    out["retired_pages"] = _sum(retired)
-    reasons = [
-        (p.split("/")[-1], v)
-        for p, v in d.items()
-        if p.startswith(_REASON_SECTIONS) and "counters" not in p
-    ]
+    for scope in ("Volatile", "Aggregate"):
+        prefixes = (f"ecc_errors/{scope.lower()}/", f"ECC Errors/{scope}/")
+        ecc = [(p, v) for p, v in d.items() if p.startswith(prefixes)]
+        unc = [v for p, v in ecc if "uncorrectable" in p.lower()]
+        old = [v for p, v in ecc if p.endswith(("double_bit/total", "Double Bit/Total"))]
+        out[f"ecc_{scope.lower()}_uncorrected"] = _sum(unc or old)
+    text_retired = ("Retired Pages/Single Bit ECC", "Retired Pages/Double Bit ECC")
+    out["retired_pages"] = _sum(
+        [v for p, v in d.items() if p.endswith("_retirement/retired_count") or p in text_retired]
+    )
+    reasons = [(p, v) for p, v in d.items() if p.startswith(_REASONS) and "counters" not in p]
     names = []
-    for leaf, v in reasons:
-        if v.strip() != "Active":
-            continue
-        leaf = re.sub(r"^clocks_(throttle|event)_reason_", "", leaf)
-        names.append(_REASON_NAMES.get(leaf, re.sub(r"\W+", "_", leaf).lower()))
+    for p, v in reasons:
+        if v.strip() == "Active":
+            leaf = re.sub(r"^clocks_(throttle|event)_reason_", "", p.split("/")[-1])
+            names.append(_REASON_NAMES.get(leaf, re.sub(r"\W+", "_", leaf).lower()))
     out["throttle_reasons_active"] = ",".join(names) if reasons else None
     return out
 
@@ -289,52 +230,36 @@ def _rows(gpus: list[dict[str, str]], top: dict[str, str]) -> pl.DataFrame:
     """Per-GPU path dicts -> one all-string frame (the untyped step)."""
     rows = []
     for d in gpus:
-        row: dict[str, str | None] = {
-            "gpu": d.get("@index"),
-            "ts": top.get("timestamp") or top.get("Timestamp"),
-            "driver_version": top.get("driver_version") or top.get("Driver Version"),
-            "cuda_version": top.get("cuda_version") or top.get("CUDA Version"),
-        }
+        row = {"gpu": d.get("@index"), "ts": top.get("timestamp") or None}
+        row |= {k: top.get(k) or None for k in ("driver_version", "cuda_version")}
         for col, paths in _FIELDS.items():
             row[col] = next((d[p] for p in paths if d.get(p, "").strip() not in _NULLS), None)
-        row.update(_derived(d))
-        rows.append(row)
-    names = [c.name for c in TABLES["gpu_info"].columns]
-    return (
-        pl.DataFrame(rows, schema={n: pl.String for n in names}, orient="row")
-        if rows
-        else pl.DataFrame(schema={n: pl.String for n in names})
-    )
+        rows.append(row | _derived(d))
+    schema = dict.fromkeys(TABLES["gpu_info"].schema, pl.String)
+    return pl.DataFrame(rows, schema=schema, orient="row")
 
 
 def _typed(raw: pl.DataFrame, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
     """All-string frame -> declared schema (numbers taken from values with units)."""
     tz, note = resolve_tz(ctx)
-    exprs = []
-    for c in TABLES["gpu_info"].columns:
-        col = pl.col(c.name)
-        if c.name == "ts":
+
+    def typed(name: str, dtype: pl.DataType) -> pl.Expr:
+        col = pl.col(name)
+        if name == "ts":
             naive = col.str.replace_all(r"\s+", " ").str.strptime(
                 pl.Datetime("us"), "%a %b %d %H:%M:%S %Y", strict=False
             )
-            exprs.append(local_to_utc(naive, tz).alias("ts"))
-        elif c.dtype == pl.Boolean:
-            exprs.append(
-                col.str.strip_chars()
-                .str.to_lowercase()
-                .replace_strict({"yes": True, "no": False}, default=None, return_dtype=pl.Boolean)
-                .alias(c.name)
-            )
-        elif c.dtype in (pl.Float64, pl.Int64, pl.Int32):
+            return local_to_utc(naive, tz)
+        if dtype == pl.Boolean:
+            yes_no = {"yes": True, "no": False}
+            text = col.str.strip_chars().str.to_lowercase()
+            return text.replace_strict(yes_no, default=None, return_dtype=pl.Boolean)
+        if dtype.is_numeric():
             num = col.str.extract(r"^\s*(-?\d+(?:\.\d+)?)", 1).cast(pl.Float64, strict=False)
-            exprs.append(
-                (num if c.dtype == pl.Float64 else num.round(0).cast(c.dtype, strict=False)).alias(
-                    c.name
-                )
-            )
-        else:
-            exprs.append(col.str.strip_chars().alias(c.name))
-    out = raw.select(exprs)
+            return num if dtype == pl.Float64 else num.round(0).cast(dtype, strict=False)
+        return col.str.strip_chars()
+
+    out = raw.select(typed(n, t).alias(n) for n, t in TABLES["gpu_info"].schema.items())
     if note and out.height and out.get_column("ts").is_not_null().any():
         cov.notes.append(note)
     return out
@@ -451,10 +376,12 @@ def _text(path: Path, cov: Coverage) -> tuple[list[dict[str, str]], dict[str, st
     cov.add_skipped("unrecognized line", junk)
     cov.parsed += sum(counts.get(k, 0) for k in ("gpu", "kv", "section")) - junk
     kvs = df.filter(kind == "kv")
+    top_kvs = kvs.filter((level == 0) & (pl.col("key") != "Attached GPUs"))
+    # the XML tag names: Driver Version -> driver_version
     top = dict(
-        kvs.filter((level == 0) & (pl.col("key") != "Attached GPUs"))
-        .select("key", "value")
-        .iter_rows()
+        top_kvs.select(
+            pl.col("key").str.to_lowercase().str.replace_all(" ", "_"), "value"
+        ).iter_rows()
     )
     gpus = []
     for (seq,), grp in kvs.filter(level > 0).group_by(["gpu_seq"], maintain_order=True):
@@ -485,7 +412,6 @@ def parse(path: Path, ctx: ParseContext) -> ParseResult:
     if _read.needs_utf8_repair(path):
         cov.notes.append("file was not valid UTF-8: invalid bytes replaced")
     frame = _typed(_rows(gpus, top), ctx, cov)
-    meta = {"tool_version": top.get("driver_version") or top.get("Driver Version")}
-    return ParseResult(
-        tables={"gpu_info": frame}, coverage=cov, meta={k: v for k, v in meta.items() if v}
-    )
+    version = top.get("driver_version")
+    meta = {"tool_version": version} if version else {}
+    return ParseResult(tables={"gpu_info": frame}, coverage=cov, meta=meta)

@@ -53,12 +53,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import _pidstat_json as pj
 from analyzer.parsers import _sysstat as ss
-from analyzer.parsers._blocks import Block, Blocks
+from analyzer.parsers._blocks import Block, Blocks, line_starts
 from analyzer.parsers._read import read_head
 from analyzer.parsers._sampler import count, reason, tally
 from analyzer.parsers.base import TS, Coverage, ParseContext, ParseResult, table
@@ -303,13 +304,14 @@ _NONE |= {"time_tok": pl.String, "command": pl.String, "pid": pl.Int64}
 def _block(b: Block, st: _State, ctx: ParseContext, cov: Coverage) -> pl.DataFrame:
     """The rows of one block (typed, time columns, in line order); its lines counted."""
     text = b.lines["line"]
-    at = text.str.contains(r"Command|CPU\)").arg_true()  # in every header and banner
+    at = text.str.contains_any(["Command", "CPU)"]).arg_true()  # in every header and banner
     kinds = _kinds(text.gather(at), st, ctx)
     size = text.str.len_bytes()
     lines = b.lines.with_columns(
         banner=pl.repeat(False, len(text), eager=True).scatter(at, kinds["banner"]),
         header=pl.repeat(False, len(text), eager=True).scatter(at, kinds["header"]),
         long=size > ctx.max_line_bytes,
+        **({"_len": size, "_at": line_starts(size.cast(pl.Int64))} if b.plain else {}),
     )
     hdr = kinds.filter("header")
     lines = _governed(lines, st, hdr["sid"], hdr["sec"])
@@ -328,7 +330,9 @@ def _block(b: Block, st: _State, ctx: ParseContext, cov: Coverage) -> pl.DataFra
         sids = todo["sid"].unique().to_list()
         for sid in sids:
             sub = todo.filter(pl.col("sid") == sid) if len(sids) > 1 else todo
-            got, left = _sliced(sub, st, st.headers[sid], b"," in b.data)
+            got, left = _sliced(
+                sub, st, st.headers[sid], b"," in b.data, b.data if b.plain else None
+            )
             parts += got
             lines = pl.concat([lines, left])
     else:
@@ -341,7 +345,7 @@ def _block(b: Block, st: _State, ctx: ParseContext, cov: Coverage) -> pl.DataFra
         df, n_bad = _checked(_split(rows, st), st.human)
         st.n_bad += n_bad
         parts.append(_clock(df))
-    drop = ("rest", "why", "line", "sid", "banner", "header", "long", "time_tok")
+    drop = ("rest", "why", "line", "sid", "banner", "header", "long", "time_tok", "_len", "_at")
     return _concat([p.drop(drop, strict=False) for p in parts], sort=True)
 
 
@@ -397,10 +401,11 @@ def _governed(lines: pl.DataFrame, st: _State, sid: pl.Series, sec: pl.Series) -
 
 
 def _sliced(
-    rows: pl.DataFrame, st: _State, h: _Header, comma: bool
+    rows: pl.DataFrame, st: _State, h: _Header, comma: bool, data: bytes | None
 ) -> tuple[list[pl.DataFrame], pl.DataFrame]:
     """Rows of header ``h`` cut by one of its patterns (new ones learned from rows that
-    fit none), and the rows left for the whitespace split."""
+    fit none), and the rows left for the whitespace split (``data``: the block's bytes,
+    when its lines are their bytes)."""
     got = []
     known = list(h.patterns)
     for ends in known:
@@ -410,7 +415,7 @@ def _sliced(
         tell = {max(set(ends) - set(o)) for o in known if o != ends} if ends != known[-1] else ()
         route = [pl.col("line").str.slice(e, 1) == " " for e in tell]
         fit = rows.select(pl.all_horizontal(route)).to_series() if route else None
-        read, left = _cut(rows if fit is None else rows.filter(fit), st, h, ends, comma)
+        read, left = _cut(rows if fit is None else rows.filter(fit), st, h, ends, comma, data)
         rows = left if fit is None else pl.concat([rows.filter(~fit), left])
         h.patterns[ends] += read.height
         got.append(read)
@@ -421,7 +426,7 @@ def _sliced(
         if not new:
             break
         tried.add(new[0])
-        read, rows = _cut(rows, st, h, new[0], comma)
+        read, rows = _cut(rows, st, h, new[0], comma, data)
         if read.height:
             h.patterns[new[0]] = read.height
             got.append(read)
@@ -439,13 +444,38 @@ def _ends(text: str, n: int) -> tuple[int, ...] | None:
 
 
 def _cut(
-    rows: pl.DataFrame, st: _State, h: _Header, ends: tuple[int, ...], comma: bool
+    rows: pl.DataFrame,
+    st: _State,
+    h: _Header,
+    ends: tuple[int, ...],
+    comma: bool,
+    data: bytes | None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(rows of pattern ``ends`` with a time and numbers only, the other rows).
 
     Such a cut gives the whitespace split's tokens: the text after the time is a blank,
     then one slot per value that starts with a blank (stripping shortens it) and holds
-    one number (it casts), then a blank before the command."""
+    one number (it casts), then a blank before the command. With ``data`` the plain
+    numbers are typed from the bytes first (`_from_bytes`: the same values), the rest by
+    polars casts (`_from_text`)."""
+    parts, other = [], None
+    if data is not None and rows.height:
+        fast, rows, other = _from_bytes(rows, h, ends, comma, data)
+        parts.append(fast)
+    if rows.height or not parts:
+        slow, rows = _from_text(rows, h, ends, comma)
+        parts.append(slow)
+    read = pl.concat(parts) if len(parts) > 1 else parts[0]
+    st.saw_human = st.saw_human or bool(read["command"].str.contains(HUMAN_RE).any())
+    if other is not None and other.height:
+        rows = pl.concat([rows, other]).sort("line_no") if rows.height else other
+    return read, rows
+
+
+def _from_text(
+    rows: pl.DataFrame, h: _Header, ends: tuple[int, ...], comma: bool
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`_cut` by polars: each slot cut, stripped and cast."""
     line = pl.col("line")
     slots = list(itertools.pairwise(ends))
     cut = rows.select(
@@ -478,13 +508,61 @@ def _cut(
         *_KEEP, "time_tok", command=pl.col("_tail").str.strip_chars(), **typed, _ok=ok
     )
     ok = read["_ok"].fill_null(False)
-    read = _clock(read.filter(ok).drop("_ok"))
-    if not read["epoch"].all():  # a time that is not epoch seconds must be a TIME_TOKEN
+    read, ok = _clocked(read.filter(ok).drop("_ok"), ok)
+    return read, rows.filter(~ok)
+
+
+def _from_bytes(
+    rows: pl.DataFrame, h: _Header, ends: tuple[int, ...], comma: bool, data: bytes
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Of ``rows`` (``_at``, ``_len``: where each is in ``data``), those of pattern
+    ``ends`` whose values are plain numbers, typed by `_sysstat.right_aligned` (time and
+    command cut by polars, as `_from_text` does: the same frame); the other rows that have
+    a blank where each slot starts and before the command; the rows without."""
+    width = ends[-1]
+    lay = ss.Layout(tuple(["time", *h.cols]), (0, *ends[:-1]), ends, width)
+    long = rows.get_column("_len").to_numpy() > width  # room for a blank and a command
+    at = rows.get_column("_at").to_numpy()[long]
+    byte = np.frombuffer(data, np.uint8)
+    shaped = np.logical_and.reduce([byte[at + a] == 32 for a in ends])
+    idx = np.flatnonzero(long)[shaped]
+    if idx.size < rows.height:  # rows of another shape: no cut by this pattern
+        other = np.ones(rows.height, dtype=bool)
+        other[idx] = False
+        rows, other_rows = rows[idx], rows.filter(pl.Series(other))
+        idx, at = np.arange(rows.height), at[shaped]
+    else:
+        other_rows = rows.clear()
+    ok, vals = ss.right_aligned(data, at, lay, range(1, len(ends)), comma)
+    for k, c in enumerate(h.cols):  # an integer column takes integers only
+        if _SCHEMA[c] != F64:
+            ok &= vals[k] == np.round(vals[k])
+    every = idx.size == rows.height and ok.all()
+    vals = vals if every else vals[:, ok]
+    line = pl.col("line")
+    read = (rows if every else rows[idx[ok]]).select(
+        *_KEEP,
+        time_tok=line.str.slice(0, ends[0]),
+        command=line.str.slice(width).str.strip_chars(),
+        **{c: pl.Series(vals[k]).cast(_SCHEMA[c], strict=False) for k, c in enumerate(h.cols)},
+    )
+    read, good = _clocked(read, pl.Series(ok))
+    if every and read.height == rows.height:
+        return read, rows.clear(), other_rows
+    left = np.ones(rows.height, dtype=bool)
+    left[idx[good.to_numpy()]] = False
+    return read, rows.filter(pl.Series(left)), other_rows
+
+
+def _clocked(read: pl.DataFrame, ok: pl.Series) -> tuple[pl.DataFrame, pl.Series]:
+    """``read`` (rows where ``ok``) with its clock columns (`_clock`), without the rows
+    whose time is neither epoch seconds nor a `TIME_TOKEN`; ``ok`` without them too."""
+    read = _clock(read)
+    if not read["epoch"].all():
         clock = read.select(pl.col("epoch") | pl.col("time_tok").str.contains(TIME_TOKEN))
         ok = ok.scatter(ok.arg_true().filter(~clock.to_series()), False)
         read = read.filter(clock.to_series())
-    st.saw_human = st.saw_human or bool(read["command"].str.contains(HUMAN_RE).any())
-    return read, rows.filter(~ok)
+    return read, ok
 
 
 def _classify(lines: pl.DataFrame, cov: Coverage) -> pl.DataFrame:

@@ -1,9 +1,8 @@
 """``series/proc_cgroup.out`` -> ``process_cgroups``: the cgroup of every process, and the
-container, pod and systemd unit it names.
+container, pod and systemd unit it names (columns in ``TABLES``).
 
-The capture prints, every 5 s (or every interval when longer), one line per process
-that is new or whose cgroups changed since the last pass (docs/capture.md
-"proc_cgroup")::
+The capture prints, every 5 s (or every interval when longer), one line per process that
+is new or whose cgroups changed since the last pass (docs/capture.md "proc_cgroup")::
 
     1796184249 4242 9:name=systemd:/system.slice/containerd.service|4:memory:/kubepods/burstable/pod8d5e…/3f2a…|1:cpu:/kubepods/…|0::/
 
@@ -13,23 +12,19 @@ that is new or whose cgroups changed since the last pass (docs/capture.md
 A row holds from ``ts`` until the PID's next row (or the end of the capture).
 
 **cgroup** (the one a finding names): the first of the ``cpu`` controller's path (cgroup
-v1 or hybrid: where CPU quotas apply), the unified path, the memory and the systemd
-path that is not the root ``/``; ``/`` when all are. **Identity** from
-the first of cgroup, unified, memory and systemd paths that names it:
+v1 or hybrid: where CPU quotas apply), the unified path, the memory and the systemd path
+that is not the root ``/``; ``/`` when all are. **Identity** from the first of cgroup,
+unified, memory and systemd paths that names it:
 
-- container: a path component of 64 hex digits, bare (cgroupfs driver:
-  ``/docker/<id>``, ``/kubepods/…/pod<uid>/<id>``), as a systemd scope
-  ``<runtime>-<id>.scope`` (podman: ``libpod-<id>.scope/container``) or in the
-  ``<slice>:<runtime>:<id>`` form of the systemd driver seen from inside a container; ``runtime`` from the prefix: ``docker``,
+- container: a path component of 64 hex digits, bare (cgroupfs driver: ``/docker/<id>``,
+  ``/kubepods/…/pod<uid>/<id>``), as a systemd scope ``<runtime>-<id>.scope`` (podman:
+  ``libpod-<id>.scope/container``) or in the ``<slice>:<runtime>:<id>`` form of the
+  systemd driver seen from inside a container; ``runtime`` from the prefix: ``docker``,
   ``cri-containerd`` → containerd, ``crio`` → cri-o, ``libpod`` → podman;
-- pod: ``pod<uid>`` (``_`` in systemd slice names read as ``-``), and the QoS class
-  from ``kubepods-burstable``/``kubepods-besteffort`` (else ``guaranteed`` under
-  kubepods);
+- pod: ``pod<uid>`` (``_`` in systemd slice names read as ``-``), and the QoS class from
+  ``kubepods-burstable``/``kubepods-besteffort`` (else ``guaranteed`` under kubepods);
 - unit: the last ``*.service`` or non-container ``*.scope`` component; slice: the last
   ``*.slice`` component.
-
-Table ``process_cgroups``: ts, pid, cgroup, unified_cgroup, cpu_cgroup,
-memory_cgroup, systemd_cgroup, container_id, runtime, pod_uid, pod_qos, unit, slice.
 """
 
 from __future__ import annotations
@@ -39,8 +34,8 @@ from pathlib import Path
 
 import polars as pl
 
+from analyzer.parsers import _snap_common as snap
 from analyzer.parsers import base
-from analyzer.parsers._snap_common import REASONS, account, lines, unescape, verdicts
 
 S = pl.String
 TABLES: dict[str, base.Table] = {
@@ -83,20 +78,15 @@ _SLICE = r"^(?:.*/)?([^/:]+\.slice)(?:[/:]|$)"
 def sniff(head: str, name: str) -> float:
     """Confidence that ``head`` is the capture's proc_cgroup output."""
     lns = [ln for ln in head.splitlines()[:50] if ln.strip()]
-    if not lns:
-        return 0.0
-    share = sum(1 for ln in lns if re.match(ROW, ln)) / len(lns)
+    share = sum(1 for ln in lns if re.match(ROW, ln)) / len(lns) if lns else 0.0
     return 0.9 if share >= 0.8 else 0.0
 
 
-def _path(parts: pl.Expr, which: str) -> pl.Expr:
-    """The path of the part whose hierarchy/controllers match ``which`` (a regex)."""
+def _path(parts: pl.Expr, controller: str) -> pl.Expr:
+    """The path of the part of ``controller`` (the unified hierarchy when ``""``)."""
+    which = rf"^\d+:([^:]*,)?{controller}(,[^:]*)?:" if controller else r"^0::"
     hit = parts.list.eval(pl.element().filter(pl.element().str.contains(which)).first())
-    return unescape(hit.list.first().str.replace(r"^\d+:[^:]*:", ""))
-
-
-def _not_root(c: str) -> pl.Expr:
-    return pl.when(pl.col(c) != "/").then(pl.col(c))
+    return snap.unescape(hit.list.first().str.replace(r"^\d+:[^:]*:", ""))
 
 
 def _identity(paths: list[pl.Expr]) -> list[pl.Expr]:
@@ -121,40 +111,36 @@ def _identity(paths: list[pl.Expr]) -> list[pl.Expr]:
 def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse the proc_cgroup sampler's output into ``process_cgroups``."""
     cov = base.Coverage()
-    df = lines(path, cov.notes)
+    df = snap.lines(path, cov.notes)
     g = pl.col("line").str.extract_groups(ROW)
-    what = verdicts(df, g.struct.field("1").is_not_null(), path)
-    df = df.with_columns(what.alias("what"), g.alias("g"))
-    other = ("skipped", "not '<epoch> <pid> <hierarchy>:<controllers>:<path>|…'")
-    account(cov, df["what"], REASONS | {"other": other})
-    parts = (
-        pl.col("g")
-        .struct.field("3")
-        .str.replace_all(r"\|(\d+:)", "\x00$1")  # a '|' inside a path stays in it
-        .str.split("\x00")
+    df = df.with_columns(
+        snap.verdicts(df, g.struct.field("1").is_not_null(), path).alias("what"), g.alias("g")
     )
+    other = ("skipped", "not '<epoch> <pid> <hierarchy>:<controllers>:<path>|…'")
+    snap.account(cov, df["what"], snap.REASONS | {"other": other})
+    parts = (  # a '|' inside a path stays in it
+        pl.col("g").struct.field("3").str.replace_all(r"\|(\d+:)", "\x00$1").str.split("\x00")
+    )
+    epoch = pl.from_epoch(pl.col("g").struct.field("1").cast(pl.Int64), "s")
+    order = ["cpu_cgroup", "unified_cgroup", "memory_cgroup", "systemd_cgroup"]
     rows = (
         df.filter(pl.col("what") == "parsed")
         .with_columns(
-            pl.from_epoch(pl.col("g").struct.field("1").cast(pl.Int64), "s")
-            .dt.replace_time_zone("UTC")
-            .cast(base.TS)
-            .alias("ts"),
+            epoch.dt.replace_time_zone("UTC").cast(base.TS).alias("ts"),
             pl.col("g").struct.field("2").cast(pl.Int64, strict=False).alias("pid"),
-            _path(parts, r"^0::").alias("unified_cgroup"),
-            _path(parts, r"^\d+:([^:]*,)?cpu(,[^:]*)?:").alias("cpu_cgroup"),
-            _path(parts, r"^\d+:([^:]*,)?memory(,[^:]*)?:").alias("memory_cgroup"),
-            _path(parts, r"^\d+:([^:]*,)?name=systemd(,[^:]*)?:").alias("systemd_cgroup"),
+            _path(parts, "").alias("unified_cgroup"),
+            _path(parts, "cpu").alias("cpu_cgroup"),
+            _path(parts, "memory").alias("memory_cgroup"),
+            _path(parts, "name=systemd").alias("systemd_cgroup"),
         )
-        .with_columns(
-            pl.coalesce(  # the first that is not the root, else the root
-                *[_not_root(c) for c in ("cpu_cgroup", "unified_cgroup", "memory_cgroup")],
-                _not_root("systemd_cgroup"),
-                pl.coalesce("cpu_cgroup", "unified_cgroup", "memory_cgroup", "systemd_cgroup"),
-            ).alias("cgroup")
+        .with_columns(  # the first that is not the root, else the root
+            pl.coalesce(*[pl.when(pl.col(c) != "/").then(pl.col(c)) for c in order], *order).alias(
+                "cgroup"
+            )
         )
     )
     names = ["cgroup", "unified_cgroup", "memory_cgroup", "systemd_cgroup"]
     rows = rows.with_columns(_identity([pl.col(c) for c in names]))
-    table = TABLES["process_cgroups"].conform(rows).collect()
-    return base.ParseResult({"process_cgroups": table}, cov)
+    return base.ParseResult(
+        {"process_cgroups": TABLES["process_cgroups"].conform(rows).collect()}, cov
+    )

@@ -14,17 +14,14 @@ fixed-width (its width is read from the header) and may contain spaces. A lone `
 in a short header (``ps -e``: PID TTY TIME CMD) is the command name, else the command
 line. A file may hold several header blocks (concatenated outputs).
 
-Table ``processes``: ts, snapshot, ranking ('cpu' | 'rss' from the capture file name,
-else NULL), rank (1-based position in its block), pid, ppid, user, pri, ni, psr, state,
-cpu_pct, mem_pct, rss_kb, vsz_kb, nlwp, elapsed_s, cpu_time_s, tty, start, comm, args.
-``ts`` is the capture start/end time for ``.start``/``.end`` files, else NULL (noted).
+One row per listed process (columns in ``TABLES``); ``ranking`` is 'cpu' | 'rss' from the
+capture file name, ``rank`` the position in its block. ``ts`` is the capture start/end
+time for ``.start``/``.end`` files, else NULL (noted).
 
 Sample input (``snap/ps_cpu.start.out``)::
 
       PID  PPID USER     PRI  NI PSR STAT %CPU %MEM   RSS    VSZ NLWP ELAPSED COMMAND         COMMAND
     10711  6015 root      19   0   1 Sl   54.4  1.6 395192 3287528 12      23 python          .venv/bin/python /tmp/perf.py
-    12991 12990 root       9  10   0 RN   30.6  0.0  1632   2592    1       4 sh              sh -c while :; do :; done
-        1     0 root      29 -10   1 S<Ll  0.5  0.0 18856  50368   13    1237 process_api     /process_api --firecracker-init
        77     2 root      19   0   1 I     0.3  0.0     0      0    1    1236 kdamond.0       [kdamond.0]
 """
 
@@ -37,27 +34,14 @@ import polars as pl
 
 from analyzer.errors import ParseError
 from analyzer.parsers import _read, base
-from analyzer.parsers._snap_common import (
-    REASONS,
-    SNAP_COLUMNS,
-    account,
-    blank_only,
-    ends_with_newline,
-    lines,
-    snapshot_time,
-    with_snapshot,
-)
+from analyzer.parsers import _snap_common as snap
 
+S = pl.String
 TABLES: dict[str, base.Table] = {
     "processes": base.table(
         "one row per process listed in a ps snapshot",
-        *SNAP_COLUMNS,
-        (
-            "ranking",
-            pl.String,
-            "",
-            "'cpu' (top by %CPU) or 'rss' (top by RSS) list; NULL if unknown",
-        ),
+        *snap.SNAP_COLUMNS,
+        ("ranking", S, "", "'cpu' (top by %CPU) or 'rss' (top by RSS) list; NULL if unknown"),
         ("rank", pl.Int32, "", "1-based position in the listing"),
         ("pid", pl.Int64, "", "process id"),
         ("ppid", pl.Int64, "", "parent process id"),
@@ -80,42 +64,23 @@ TABLES: dict[str, base.Table] = {
     )
 }
 
-_COLS = {
-    "PID": "pid",
-    "PPID": "ppid",
-    "USER": "user",
-    "UID": "user",
-    "RUSER": "user",
-    "PRI": "pri",
-    "NI": "ni",
-    "PSR": "psr",
-    "STAT": "state",
-    "S": "state",
-    "%CPU": "cpu_pct",
-    "C": "cpu_pct",
-    "%MEM": "mem_pct",
-    "RSS": "rss_kb",
-    "RSZ": "rss_kb",
-    "VSZ": "vsz_kb",
-    "VSIZE": "vsz_kb",
-    "NLWP": "nlwp",
-    "ELAPSED": "elapsed",
-    "TTY": "tty",
-    "TT": "tty",
-    "START": "start",
-    "STIME": "start",
-    "STARTED": "start",
-    "TIME": "cpu_time",
-}
+_COLS = dict(  # header word -> column
+    re.findall(
+        r"(\S+)=(\S+)",
+        "PID=pid PPID=ppid USER=user UID=user RUSER=user PRI=pri NI=ni PSR=psr STAT=state S=state"
+        " %CPU=cpu_pct C=cpu_pct %MEM=mem_pct RSS=rss_kb RSZ=rss_kb VSZ=vsz_kb VSIZE=vsz_kb"
+        " NLWP=nlwp ELAPSED=elapsed TTY=tty TT=tty START=start STIME=start STARTED=start"
+        " TIME=cpu_time",
+    )
+)
 _CMD = {"COMMAND", "CMD", "ARGS"}
+_KB = {"": 1, "k": 1, "m": 1024, "g": 1024**2, "t": 1024**3}  # busybox suffixes
 HEADER = r"^\s*(?:PID|USER|UID|RUSER)\s+.*\b(?:COMMAND|CMD|ARGS)\s*$"
 
 
 def sniff(head: str, name: str) -> float:
     """Confidence that ``head`` is ``ps`` output."""
     lns = [ln for ln in head.splitlines()[:20] if ln.strip()]
-    if not lns:
-        return 0.0
     for i, ln in enumerate(lns[:5]):
         if re.match(HEADER, ln) and "PID" in ln.split():
             data = lns[i + 1 : i + 6]
@@ -140,9 +105,7 @@ def _seconds(expr: pl.Expr) -> pl.Expr:
 def _kb(expr: pl.Expr) -> pl.Expr:
     """kB value, accepting busybox suffixes (``12m`` = 12 MiB)."""
     g = expr.str.to_lowercase().str.extract_groups(r"^(\d+(?:\.\d+)?)([kmgt]?)$")
-    mult = g.struct.field("2").replace_strict(
-        {"": 1, "k": 1, "m": 1024, "g": 1024**2, "t": 1024**3}, default=None, return_dtype=pl.Int64
-    )
+    mult = g.struct.field("2").replace_strict(_KB, default=None, return_dtype=pl.Int64)
     value = g.struct.field("1").cast(pl.Float64, strict=False) * mult
     return value.round().cast(pl.Int64, strict=False)  # > 2**63: NULL, not a crash
 
@@ -162,16 +125,9 @@ def _block(block: pl.DataFrame, header: str) -> tuple[pl.DataFrame, pl.Series]:
         starts = [m.start() for m in re.finditer(r"\S+", header)]
         width = starts[-1] - starts[-2] - 1
         fixed = (rest.str.len_chars() > width) & (rest.str.slice(width, 1) == " ")
-        comm = (
-            pl.when(fixed)
-            .then(rest.str.slice(0, width).str.strip_chars_end())
-            .otherwise(rest.str.extract(r"^(\S+)", 1))
-        )
-        args = (
-            pl.when(fixed)
-            .then(rest.str.slice(width + 1))
-            .otherwise(rest.str.extract(r"^\S+\s+(.*)$", 1))
-        )
+        head, tail = rest.str.slice(0, width).str.strip_chars_end(), rest.str.slice(width + 1)
+        comm = pl.when(fixed).then(head).otherwise(rest.str.extract(r"^(\S+)", 1))
+        args = pl.when(fixed).then(tail).otherwise(rest.str.extract(r"^\S+\s+(.*)$", 1))
     elif words[-1] == "CMD" and len(words) <= 4:
         comm, args = rest, pl.lit(None, pl.String)
     else:
@@ -190,69 +146,44 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse ``ps`` output into ``processes``."""
     cov = base.Coverage()
     name = ctx.file_name or path.name
-    df = lines(path, cov.notes)
+    df = snap.lines(path, cov.notes)
     hdr = pl.col("line").str.contains(HEADER) & pl.col("line").str.contains(r"\bPID\b")
-    df = df.with_columns(pl.when(hdr).then(pl.col("line_no")).alias("hdr")).with_columns(
-        pl.col("hdr").forward_fill()
-    )
-    if not blank_only(df) and df["hdr"].is_null().all():
+    df = df.with_columns(pl.when(hdr).then(pl.col("line_no")).forward_fill().alias("hdr"))
+    if df["line"].str.strip_chars().ne("").any() and df["hdr"].is_null().all():
         raise ParseError(f"{name}: no ps header line (PID ... COMMAND)")
-    phase, ts = snapshot_time(path, ctx, cov.notes)
+    phase, ts = snap.snapshot_time(path, ctx, cov.notes)
     m = re.search(r"(?:^|_)ps_(cpu|rss)(?:[.-]|$)", name)
-    ranking = m.group(1) if m else None
-    what = (
-        pl.when(pl.col("line").str.strip_chars() == "")
-        .then(pl.lit("blank"))
-        .when(pl.col("hdr") == pl.col("line_no"))
-        .then(pl.lit("header"))
-        .when(pl.col("hdr").is_null())
-        .then(pl.lit("before"))
-        .when(pl.lit(not ends_with_newline(path)) & (pl.col("line_no") == df.height))
-        .then(pl.lit("truncated"))
-        .otherwise(pl.lit("data"))
+    what = snap.classify(
+        (pl.col("hdr") == pl.col("line_no"), "header"),
+        (pl.col("hdr").is_null(), "before"),
+        (snap.truncated(df, path), "truncated"),
+        (pl.lit(True), "data"),
     )
     df = df.with_columns(what.alias("what"))
-    frames = []
-    data = df.filter(pl.col("what") == "data")
     headers = dict(df.filter(pl.col("what") == "header").select("line_no", "line").iter_rows())
-    bad = 0
+    frames, bad = [], 0
+    data = df.filter(pl.col("what") == "data")
     for h, block in data.partition_by("hdr", as_dict=True, maintain_order=True).items():
         rows, ok = _block(block, headers[h[0]])
         bad += int((~ok).sum())
         frames.append(rows.with_columns(pl.int_range(1, rows.height + 1).alias("rank")))
     verdicts = df["what"].replace({"data": "parsed"})
-    account(cov, verdicts, REASONS | {"before": ("skipped", "text before the ps header")})
+    snap.account(cov, verdicts, snap.REASONS | {"before": ("skipped", "text before the ps header")})
     if bad:
         cov.parsed -= bad
         cov.add_skipped("line does not fit the header's columns", bad)
-    rows = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
-    sch = rows.collect_schema().names()
-
-    def col(c: str) -> pl.Expr:
-        return pl.col(c) if c in sch else pl.lit(None, pl.String).alias(c)
-
-    table = (
-        with_snapshot(rows, phase, ts).select(
-            "ts",
-            "snapshot",
-            pl.lit(ranking, dtype=pl.String).alias("ranking"),
-            col("rank").cast(pl.Int32).alias("rank"),
-            *[col(c).cast(pl.Int64, strict=False).alias(c) for c in ("pid", "ppid")],
-            col("user"),
-            *[col(c).cast(pl.Int32, strict=False).alias(c) for c in ("pri", "ni", "psr")],
-            col("state"),
-            *[_read.decimal_number(col(c)).alias(c) for c in ("cpu_pct", "mem_pct")],
-            *[_kb(col(c)).alias(c) for c in ("rss_kb", "vsz_kb")],
-            col("nlwp").cast(pl.Int32, strict=False).alias("nlwp"),
-            _seconds(col("elapsed")).alias("elapsed_s"),
-            _seconds(col("cpu_time")).alias("cpu_time_s"),
-            col("tty"),
-            col("start"),
-            col("comm"),
-            col("args"),
+    rows = pl.DataFrame()
+    if frames:
+        rows = pl.concat(frames, how="diagonal_relaxed")
+        rows = rows.with_columns(  # the columns this header lacks, as NULL
+            pl.lit(None, S).alias(c) for c in dict.fromkeys(_COLS.values()) if c not in rows.columns
+        ).with_columns(
+            *[pl.col(c).cast(pl.Int64, strict=False) for c in ("pid", "ppid")],
+            *[pl.col(c).cast(pl.Int32, strict=False) for c in ("pri", "ni", "psr", "nlwp")],
+            *[_read.decimal_number(pl.col(c)).alias(c) for c in ("cpu_pct", "mem_pct")],
+            *[_kb(pl.col(c)).alias(c) for c in ("rss_kb", "vsz_kb")],
+            ranking=pl.lit(m.group(1) if m else None, S),
+            elapsed_s=_seconds(pl.col("elapsed")),
+            cpu_time_s=_seconds(pl.col("cpu_time")),
         )
-        if frames
-        else pl.DataFrame(schema=TABLES["processes"].schema)
-    )
-    table = TABLES["processes"].conform(table).collect()
-    return base.ParseResult({"processes": table}, cov)
+    return base.ParseResult(snap.conformed(TABLES, {"processes": rows}, phase, ts), cov)

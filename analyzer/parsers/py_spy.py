@@ -18,10 +18,8 @@ py-spy does not know it, thread ids may be hex (``0x7F3A...``). ``--locals`` blo
 (``Arguments:``/``Locals:`` and the indented ``name: value`` lines under them) are
 structure.
 
-Table ``py_stacks``: one row per thread per dump: ts/snapshot (capture phase, from the
-file name), pid, process (py-spy's ``Process`` line), thread, thread_name, state
-(``active``, ``idle``, ``active+gil``...), stack (folded root → leaf with ``;``, each
-frame ``function (file:line)``), leaf (the innermost frame), frames.
+Table ``py_stacks``: one row per thread per dump (columns in ``TABLES``); ``stack`` is
+folded root → leaf with ``;``, each frame ``function (file:line)``.
 """
 
 from __future__ import annotations
@@ -31,8 +29,8 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer.parsers import base
-from analyzer.parsers._snap_common import lines, snapshot_time
+from analyzer.parsers import _sampler, base
+from analyzer.parsers._snap_common import lines, snapshot_time, with_snapshot
 
 TABLES: dict[str, base.Table] = {
     "py_stacks": base.table(
@@ -72,57 +70,46 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     """Parse one file of py-spy dumps (see the module docstring)."""
     cov = base.Coverage()
     df = lines(path, cov.notes)
-    cov.total = df.height
     phase, ts = snapshot_time(path, ctx, cov.notes)
     line, c = pl.col("line"), pl.col
     kinds = [
         (line.str.contains(THREAD), "thread"),
         (line.str.contains(FRAME), "frame"),
         (line.str.contains(LOCALS), "locals"),
-        (line.str.strip_chars() == "", "S:blank"),
-        (line.str.contains(HEADER), "S:header"),
-        (line.str.contains(PROCESS), "S:process line"),
-        (line.str.contains(PYTHON), "S:python version line"),
-        (pl.lit(True), "K:unrecognised line"),
+        (line.str.strip_chars() == "", "structure:blank"),
+        (line.str.contains(HEADER), "structure:header"),
+        (line.str.contains(PROCESS), "structure:process line"),
+        (line.str.contains(PYTHON), "structure:python version line"),
+        (pl.lit(True), "skipped:unrecognised line"),
     ]
-    what = pl.coalesce(pl.when(cond).then(pl.lit(name)) for cond, name in kinds)
-    df = df.with_columns(what=what).with_columns(
+    what = c("what")
+    df = df.with_columns(
+        what=pl.coalesce(pl.when(cond).then(pl.lit(name)) for cond, name in kinds),
         pid=pl.coalesce(line.str.extract(HEADER, 1), line.str.extract(PROCESS, 1)),
         process=line.str.extract(PROCESS, 2),
         python=line.str.extract(PYTHON, 1),
-        # a thread's frame and locals lines follow it
-        group=(~c("what").is_in(["frame", "locals"])).cast(pl.Int64).cum_sum(),
     )
-    # A thread belongs to the last header or Process line (pid, process) and the last
-    # Python line after it.
+    # A thread's frame and locals lines follow it; it belongs to the last header or Process
+    # line (pid, process) and the last Python line after it.
     i = pl.int_range(pl.len())
-    is_proc = c("what").is_in(["S:header", "S:process line"])
+    is_proc = what.is_in(["structure:header", "structure:process line"])
     proc_at = pl.when(is_proc).then(i).forward_fill()
-    py_at = pl.when(is_proc | (c("what") == "S:python version line")).then(i).forward_fill()
-    thread = line.str.extract_groups(THREAD)
+    py_at = pl.when(is_proc | (what == "structure:python version line")).then(i).forward_fill()
     df = df.with_columns(
+        group=(~what.is_in(["frame", "locals"])).cast(pl.Int64).cum_sum(),
         pid=c("pid").gather(proc_at).cast(pl.Int64, strict=False),  # NULL when it overflows
         process=c("process").gather(proc_at),
         python=c("python").gather(py_at),
-    ).with_columns(
-        thread=pl.when(c("pid").is_not_null()).then(thread),
-    )
-    opened = (c("what").first() == "thread") & c("thread").first().is_not_null()
+    ).with_columns(thread=pl.when(c("pid").is_not_null()).then(line.str.extract_groups(THREAD)))
+    opened = (what.first() == "thread") & c("thread").first().is_not_null()
     df = df.with_columns(in_thread=opened.over("group"))
-    inside = {"thread": "P", "frame": "P", "locals": "S:locals"}
-    outside = {"thread": "K:thread before any Process line", "frame": "K:unrecognised line"}
-    outside["locals"] = "K:unrecognised line"
-    what = c("what")
-    role = pl.when("in_thread").then(what.replace(inside)).otherwise(what.replace(outside))
-    for r, n in df.group_by(role.alias("r"), maintain_order=True).len().iter_rows():
-        if r == "P":
-            cov.parsed += n
-        elif r.startswith("S:"):
-            cov.add_structure(r[2:], n)
-        else:
-            cov.add_skipped(r[2:], n)
+    inside = {"thread": None, "frame": None, "locals": "structure:locals"}
+    outside = {"thread": "skipped:thread before any Process line"}
+    outside |= dict.fromkeys(["frame", "locals"], "skipped:unrecognised line")
+    why = pl.when("in_thread").then(what.replace(inside)).otherwise(what.replace(outside))
+    _sampler.tally(cov, df.select(why=why))
     frames = (
-        df.filter(c("in_thread") & (c("what") == "frame"))
+        df.filter(c("in_thread") & (what == "frame"))
         .with_columns(f=line.str.extract(FRAME, 1))
         .group_by("group")
         .agg(
@@ -132,21 +119,11 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
         )
     )
     rows = (
-        df.filter(c("in_thread") & (c("what") == "thread"))
+        df.filter(c("in_thread") & (what == "thread"))
         .unnest("thread")
         .join(frames, on="group", how="left")
-        .select(
-            ts=pl.lit(ts, base.TS),
-            snapshot=pl.lit(phase, pl.String),
-            pid="pid",
-            process="process",
-            python="python",
-            thread="1",
-            thread_name="3",
-            state="2",
-            stack=c("stack").fill_null(""),
-            leaf="leaf",
-            frames=c("frames").fill_null(0),
-        )
+        .rename({"1": "thread", "2": "state", "3": "thread_name"})
+        .with_columns(c("stack").fill_null(""), c("frames").fill_null(0))
     )
+    rows = with_snapshot(rows, phase, ts)
     return base.ParseResult({"py_stacks": TABLES["py_stacks"].conform(rows).collect()}, cov)

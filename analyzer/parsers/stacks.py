@@ -1,68 +1,41 @@
 """Sampled on-CPU stacks (bpftrace ``profile``, or ``perf record``) -> ``stack_samples`` and
 ``stack_slices``.
 
-Two input shapes of the same "stacks" tool: bpftrace's keys (``bpf_stacks``) and the
-folded lines of the capture's perf fallback (``perf_stacks``, below).
+Two inputs of the "stacks" tool (docs/bundle-format.md): ``bpf_stacks``, what
+``capture/bpftrace/stacks.bt`` prints (bpftrace 0.17, ``ustack(perf, N)``/``kstack(perf,
+N)`` keys), and ``perf_stacks``, the capture's perf fallback. Both print a banner, a UTC
+time line at the start, then every 10 s a time line, ``@samples: N`` (every sample of the
+slice) and the most frequent keys. A bpftrace key ``@stacks[comm, pid, ustack, kstack]``
+spans several lines, leaf frame first (the key line and the ``,`` end in a space)::
 
-The bpftrace input is what ``capture/bpftrace/stacks.bt`` prints (bpftrace 0.17 text output,
-``ustack(perf, N)``/``kstack(perf, N)`` keys): a banner, a UTC time line when the program
-starts, then every 10 s a time line, ``@samples: N`` (every sample of the slice) and the
-most frequent keys of ``@stacks[comm, pid, ustack, kstack]``, each printed on several
-lines, leaf frame first::
-
-    Attaching 4 probes...
-    hindsight stacks: on-CPU stacks at 49 Hz per CPU, top 200 every 10 s
-    2026-12-02T04:13:33Z
     2026-12-02T04:13:43Z
     @samples: 964
     @stacks[hot_c, 13998,
     \t563f02d7d159 hot_c_inner+32 (/tmp/stk/hot_c)
-    \t563f02d7d194 main+14 (/tmp/stk/hot_c)
     ,
     \tffffffff81369742 handle_softirqs+114
-    \tffffffff81000e06 asm_sysvec_apic_timer_interrupt+22
     ]: 249
 
-(the key line and the ``,`` separator end in a space). Any map name works
-(``@[comm, pid, ustack, kstack]`` too), as do the default (non-``perf``) stack formats
-(``\\tfunc+off`` lines) and keys without a kernel or user stack.
+Any map name works, as do the default (``\\tfunc+off``) stack formats and keys without a
+kernel or user stack. A perf key is one line already folded by the capture
+(``comm-pid;frames count``, a ``;`` in the comm made ``:``), and each slice has two time
+lines, its start and its end::
 
-The perf input (``perf_stacks``: ``perf record -g`` of every CPU at 49 Hz for 10 s, then
-``perf script`` folded by the capture's awk, hosts without bpftrace) is the same framing
-with one line per stack, already folded root → leaf by the capture the way this module
-folds bpftrace's keys (flamegraph.pl's folded form, ``comm-pid;frames count``; the
-capture turns a ``;`` in the comm into ``:``), and two time lines per slice, at its start
-and its end (so ``interval_s`` is the recorded time)::
-
-    hindsight stacks (perf): on-CPU stacks at 49 Hz per CPU, top 200 every 10 s
-    2026-12-02T04:38:18Z
-    2026-12-02T04:38:30Z
-    @samples: 972
     hot_c-7408;__libc_start_call_main;hot_c_inner 325
-    kworker/0:1-32283;ret_from_fork_asm_[k];ret_from_fork_[k];kthread_[k] 2
 
-Folding: a row is one (slice, pid, comm, folded stack). The stack is folded root → leaf
-with ``;``: the user frames (reversed), then the kernel frames (reversed), each kernel
-frame marked ``_[k]`` (the flame-graph convention). A frame is its symbol without the
-``+offset``; an unknown symbol is ``[module]`` (the module's base name) or
-``[unknown]``; a ``;`` inside a symbol becomes ``:``. Keys that differ only in offsets or
-addresses fold to one row and their counts add up.
+Folding: a row is one (slice, pid, comm, folded stack), root → leaf with ``;``: the user
+frames, then the kernel frames marked ``_[k]``; a frame is its symbol without
+``+offset``, else ``[module]`` (base name) or ``[unknown]``, a ``;`` in it made ``:``.
+Keys that differ only in offsets or addresses add up.
 
-``stack_slices`` keeps per slice ``@samples`` (all samples) and what the printed keys
-add up to: the difference is what the top-N cap left out. The first time line starts the
-first slice; ``ts`` is a slice's end and ``interval_s`` the time since the previous time
-line. A second print without a time line (bpftrace's exit dump of the cleared maps,
-``@samples: 0``) is structure; one with samples has ``ts`` NULL (noted).
+``stack_slices``: per slice ``@samples`` and what the printed keys add up to (the
+difference is what the top-N cap left out). ``ts`` is a slice's end, ``interval_s`` the
+time since the previous time line. A second print without a time line (bpftrace's exit
+dump of the cleared maps, ``@samples: 0``) is structure; one with samples has ``ts`` NULL.
 
-Coverage: the lines of a key count as parsed when its ``]: N`` line closes it (a folded
-line is one key); a key cut off by the end of the file, and a stray frame line outside a
-key, are skipped with a reason; banners, time lines, blank lines and the exit dump are
-structure.
-
-Reading: blocks (`_blocks.Blocks`) cut before a time line, where no key is open and the
-slice before has ended; only the time in effect goes on from block to block. Lines are
-classified and keys assembled with polars; a short loop per slice (not per line) follows
-the time lines and ``@samples`` prints.
+Coverage: a key's lines are parsed when its ``]: N`` line closes it; a key cut off and a
+stray frame line are skipped; banners, time lines, blanks and the exit dump are structure.
+Blocks (`_blocks.Blocks`) are cut before a time line; only the time in effect goes on.
 """
 
 from __future__ import annotations
@@ -74,7 +47,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer.parsers import _blocks, base
+from analyzer.parsers import _blocks, _sampler, base
 
 TABLES: dict[str, base.Table] = {
     "stack_samples": base.table(
@@ -108,8 +81,7 @@ TABLES: dict[str, base.Table] = {
 BANNER = r"^(?:Attaching \d+ probes?\.*|hindsight stacks(?: \(perf\))?:.*)$"
 TIME = r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:Z|[+-]00:?00)?$"
 SAMPLES = r"^@samples: (\d+)$"
-KEY = r"^@\w*\[(.*), (\d+), ?$"
-KEY_KERNEL = r"^@\w*\[(.*), (\d+), , ?$"  # no user stack
+KEY = r"^@\w*\[(.*), (\d+),(?: (?:, ?)?)?$"  # "@x[comm, pid, ", or ", , " without user stack
 KEY_EMPTY = r"^@\w*\[(.*), (\d+), , \]: (\d+)$"  # no stack at all
 FRAME = r"^[\t ]\s*(?:[0-9a-f]+ )?(\S.*?)\s*$"  # indented by a tab or a blank
 END = r"^(?:,\s?)?\]: (\d+)$"
@@ -201,7 +173,6 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     out = _blocks.Rows(ctx, TABLES)
     blocks = _blocks.Blocks(path, _cut_before_time)
     for block in blocks:
-        cov.total += block.lines.height
         out.put(_block(block.lines, block.last, clock, cov))
     if blocks.repaired:
         cov.notes.append("file was not valid UTF-8: invalid bytes replaced")
@@ -209,9 +180,9 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
         cov.notes.append(f"{clock.untimed} slice(s) printed without a time line: ts NULL")
     if not clock.started and clock.rows:
         cov.notes.append("no time line: ts NULL")
-    empty = {name: pl.DataFrame() for name in TABLES}
     meta = {"format": "perf folded" if clock.folded else "bpftrace"}
-    return base.ParseResult(tables=dict(out.tables(empty)), coverage=cov, meta=meta)
+    tables = out.tables(dict.fromkeys(TABLES, pl.DataFrame()))
+    return base.ParseResult(tables=tables, coverage=cov, meta=meta)
 
 
 def _block(
@@ -221,16 +192,16 @@ def _block(
     ``last``); counts its lines into ``cov`` and advances ``clock``."""
     line, what = pl.col("line"), pl.col("what")
     kinds = [
-        (line.str.strip_chars() == "", "S:blank"),
-        (line.str.contains(BANNER), "S:banner"),
+        (line.str.strip_chars() == "", "structure:blank"),
+        (line.str.contains(BANNER), "structure:banner"),
         (line.str.contains(TIME), "time"),
         (line.str.contains(SAMPLES), "samples"),
         (line.str.contains(KEY_EMPTY), "key"),
-        (line.str.contains(KEY_KERNEL) | line.str.contains(KEY), "open"),
-        (line.str.contains(FRAME), "K:stack frame outside a map key"),
+        (line.str.contains(KEY), "open"),
+        (line.str.contains(FRAME), "skipped:stack frame outside a map key"),
         (line.str.contains(FOLDED), "folded"),
-        (line.str.contains("^(?:ERROR|WARNING):"), "K:bpftrace message"),
-        (pl.lit(True), "K:unrecognised line"),
+        (line.str.contains("^(?:ERROR|WARNING):"), "skipped:bpftrace message"),
+        (pl.lit(True), "skipped:unrecognised line"),
     ]
     df = lines.with_columns(
         what=pl.coalesce(pl.when(cond).then(pl.lit(name)) for cond, name in kinds),
@@ -251,8 +222,8 @@ def _block(
         .when(closed)
         .then(pl.lit("P"))
         .when(closed.is_null() & pl.lit(last))
-        .then(pl.lit("K:stack key cut short at the end of the file"))
-        .otherwise(pl.lit("K:stack key cut short by an unexpected line"))
+        .then(pl.lit("skipped:stack key cut short at the end of the file"))
+        .otherwise(pl.lit("skipped:stack key cut short by an unexpected line"))
     )
     groups = groups.select("group", "start", key=status, closes=status.shift(1) == "P")
     df = df.join(groups, on="group", how="left", maintain_order="left")
@@ -263,19 +234,13 @@ def _block(
     role = pl.coalesce(
         "key",
         pl.when(closing | what.is_in(["key", "folded"])).then(pl.lit("P")),
-        pl.when(what == "time").then(pl.lit("S:interval timestamp")),
+        pl.when(what == "time").then(pl.lit("structure:interval timestamp")),
         pl.when(what == "samples").then(
             pl.col("line_no").replace_strict(samples, default=None, return_dtype=pl.String)
         ),
         what,
     )
-    for r, n in df.group_by(role.alias("r")).len().iter_rows():
-        if r == "P":
-            cov.parsed += n
-        elif r.startswith("S:"):
-            cov.add_structure(r[2:], n)
-        else:
-            cov.add_skipped(r[2:], n)
+    _sampler.tally(cov, df.select(why=pl.when(role != "P").then(role)))
     return slices
 
 
@@ -287,13 +252,9 @@ def _keys(df: pl.DataFrame) -> pl.DataFrame:
     full = c("key") == "P"
     opener = (
         df.filter(full & (c("line_no") == c("start")))
-        .with_columns(kk=line.str.extract_groups(KEY_KERNEL), k=line.str.extract_groups(KEY))
-        .select(
-            "group",
-            pos="line_no",
-            comm=pl.coalesce(c("kk").struct.field("1"), c("k").struct.field("1")),
-            pid=pl.coalesce(c("kk").struct.field("2"), c("k").struct.field("2")),
-        )
+        .select("group", pos="line_no", k=line.str.extract_groups(KEY))
+        .unnest("k")
+        .rename({"1": "comm", "2": "pid"})
     )
     counts = df.filter("closing").select(group=c("group") - 1, count=line.str.extract(END, 1))
     kern = line.str.strip_chars_end().str.ends_with(", ,").first() | (c("sep").cum_sum() > 0)
@@ -352,21 +313,17 @@ def _slices(
     """Follow the time lines and ``@samples`` prints (a loop per slice): the coverage of
     each ``@samples`` line (line_no -> 'P' or the exit-dump structure) and the tables."""
     c = pl.col
-    times = df.filter(c("what") == "time").select(
+    line, is_time = c("line"), c("what") == "time"
+    printed = df.filter(is_time | (c("what") == "samples")).select(
         pos="line_no",
-        kind=pl.lit("T"),
-        t=c("line")
-        .str.extract(TIME, 1)
-        .str.to_datetime("%Y-%m-%dT%H:%M:%S", time_zone="UTC", strict=False),
+        kind=pl.when(is_time).then(pl.lit("T")).otherwise(pl.lit("S")),
+        t=line.str.extract(TIME, 1).str.to_datetime(
+            "%Y-%m-%dT%H:%M:%S", time_zone="UTC", strict=False
+        ),
+        n=line.str.extract(SAMPLES, 1).cast(pl.Int64, strict=False),
     )
-    prints = df.filter(c("what") == "samples").select(
-        pos="line_no",
-        kind=pl.lit("S"),
-        n=c("line").str.extract(SAMPLES, 1).cast(pl.Int64, strict=False),
-    )
-    events = pl.concat(
-        [times, prints, keys.select("pos", kind=pl.lit("K"))], how="diagonal_relaxed"
-    ).sort("pos")
+    events = pl.concat([printed, keys.select("pos", kind=pl.lit("K"))], how="diagonal_relaxed")
+    events = events.sort("pos")
     events = events.with_columns(run=(c("kind") != "K").cast(pl.Int64).cum_sum())
     with_keys = set(events.filter(c("kind") == "K")["run"].unique().to_list())
     slices: list[tuple] = []  # (ts, interval_s, samples)
@@ -386,6 +343,10 @@ def _slices(
         nonlocal samples, is_open, has_keys
         samples, is_open, has_keys = None, False, False
 
+    if 0 in with_keys:  # keys before any time line or print (a file's first block only)
+        begin()
+        slice_of[0], has_keys = 0, True
+        clock.untimed += ts is None
     for run, (pos, kind, t, n) in enumerate(
         events.filter(c("kind") != "K").select("pos", "kind", "t", "n").iter_rows(), start=1
     ):
@@ -397,7 +358,7 @@ def _slices(
             # a second print without a time line: the exit dump (cleared maps), or lost time
             close()
             if n == 0:
-                prints_as[pos] = "S:exit dump of the cleared maps"
+                prints_as[pos] = "structure:exit dump of the cleared maps"
             else:
                 prev, ts = ts, None
                 clock.untimed += 1

@@ -83,6 +83,19 @@ def test_a_key_cut_off_at_the_end_is_skipped_with_its_reason(tmp_path: Path) -> 
     assert res.tables["stack_samples"].height == 2
 
 
+def test_keys_before_any_time_line_are_one_untimed_slice(tmp_path: Path) -> None:
+    """A hand-cut paste that starts at the keys (no banner, time line or @samples): its
+    rows are kept in a slice without time, said in the notes, not a crash."""
+    p = tmp_path / "bpf_stacks.out"
+    p.write_text(SMALL[SMALL.index("@stacks[") :].replace("\n@samples: 0\n", ""))
+    res = _parse(p)
+    assert res.tables["stack_samples"]["samples"].sum() == 10
+    (sl,) = res.tables["stack_slices"].to_dicts()
+    assert (sl["ts"], sl["samples_shown"], sl["stacks_shown"]) == (None, 10, 4)
+    assert "1 slice(s) printed without a time line: ts NULL" in res.coverage.notes
+    assert not res.coverage.skipped
+
+
 def test_garbage_lines_are_counted_not_lost(tmp_path: Path) -> None:
     p = tmp_path / "bpf_stacks.out"
     p.write_text(SMALL.replace("@samples: 0\n", "") + "hello\n\tstray 0x1 ([unknown])\n")

@@ -63,8 +63,13 @@ def test_numpy_numbers_are_the_regular_casts_or_refused(slot, comma) -> None:
     assert ok.sum() > 500
 
 
+@pytest.mark.parametrize(
+    "narrow", [True, (True, False, True, False, True), (False, True, True, True, False)]
+)
 @pytest.mark.parametrize("comma", [False, True])
-def test_narrow_numbers_give_the_two_word_reading_of_every_row(comma) -> None:
+def test_narrow_numbers_give_the_two_word_reading_of_every_row(comma, narrow) -> None:
+    """Slots read from one word first (all, or some: `_sysstat.right_aligned` picks them
+    by the first row) give what two words give, row for row."""
     slots = [(5, 16, 2), (16, 27, 2), (27, 35, 1), (35, 52, 3), (52, 57, 0)]
     width = 58
     rnd = random.Random(7)
@@ -80,11 +85,11 @@ def test_narrow_numbers_give_the_two_word_reading_of_every_row(comma) -> None:
         lines.append(row.ljust(width, "z"))
     m = np.frombuffer("".join(lines).encode(), np.uint8).reshape(len(lines), width).copy()
     full = _sysstat_swar.Numbers(slots, comma)
-    narrow = _sysstat_swar.Numbers(slots, comma, narrow=True)
+    short = _sysstat_swar.Numbers(slots, comma, narrow=narrow)
     ok, vals = full(m)
-    ok2, vals2 = narrow(m)
+    ok2, vals2 = short(m)
     for j in range(len(slots)):
-        a, b = full.row[j], narrow.row[j]
+        a, b = full.row[j], short.row[j]
         assert (ok[a] == ok2[b]).all()
         assert (vals[a][ok[a]] == vals2[b][ok2[b]]).all()
     assert (ok.sum(axis=1) > 1000).all() and (~ok).sum(axis=1).min() > 500
