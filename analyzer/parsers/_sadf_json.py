@@ -47,10 +47,6 @@ def _str(key: str) -> pl.Expr:
     return pl.col("obj").str.extract(f'"{key}":\\s*"([^"]*)"')
 
 
-def _value(key: str, dtype: pl.DataType) -> pl.Expr:
-    return _str(key) if dtype == pl.String else _num(key)
-
-
 def records(lf: pl.LazyFrame, cov: base.Coverage) -> pl.DataFrame:
     """The timestamp, event and data lines of a sadf -j file (``kind``, ``obj``: the JSON
     object, ``act``: its activity key, and ``d``, ``t``, ``z``: date, time and zone of a
@@ -104,27 +100,13 @@ def records(lf: pl.LazyFrame, cov: base.Coverage) -> pl.DataFrame:
 def tables_of(df: pl.DataFrame, ts: pl.Expr, cov: base.Coverage) -> dict[str, pl.DataFrame]:
     """Tables from the `records` of a sadf -j file; ``ts``: the UTC time of a timestamp or
     event line (data lines take that of their record's timestamp)."""
-    df = (
-        df.with_columns(pl.when(pl.col("kind") == "data").then(None).otherwise(ts).alias("ts"))
-        .with_columns(
-            pl.when(pl.col("kind") == "event")
-            .then(None)
-            .otherwise(pl.col("ts"))
-            .forward_fill()
-            .alias("rec_ts")
-        )
-        .with_columns(
-            pl.when(pl.col("kind") == "data")
-            .then(pl.col("rec_ts"))
-            .otherwise(pl.col("ts"))
-            .alias("ts")
-        )
-    )
-    tables: dict[str, pl.DataFrame] = {}
+    is_data = pl.col("kind") == "data"
+    record_ts = pl.when(pl.col("kind") == "timestamp").then(ts).forward_fill()
+    df = df.with_columns(pl.when(is_data).then(record_ts).otherwise(ts).alias("ts"))
+    boot, act = pl.col("act") == "boot", pl.col("act")
     ev = df.filter(pl.col("kind") == "event")
-    if ev.height:
-        boot = pl.col("act") == "boot"
-        tables["sar_events"] = ev.select(
+    tables = {
+        "sar_events": ev.select(
             "ts",
             pl.when(boot).then(pl.lit("restart")).otherwise(pl.lit("comment")).alias("event"),
             pl.when(boot)
@@ -133,24 +115,19 @@ def tables_of(df: pl.DataFrame, ts: pl.Expr, cov: base.Coverage) -> dict[str, pl
             .alias("detail"),
             pl.when(boot).then(_num("cpu_count").cast(pl.Int32, strict=False)).alias("cpus"),
         ).unique(maintain_order=True)
-    data = df.filter(pl.col("kind") == "data")
-    used = pl.Series([False] * data.height, dtype=pl.Boolean)
-    for act, table in st.JSON_ACTIVITIES.items():
-        m = (data["act"] == act).fill_null(False)
-        if not m.any():
-            continue
-        used = used | m
-        sub = data.filter(m)
+    }
+    data = df.filter(is_data)
+    for key, table in st.JSON_ACTIVITIES.items():
+        sub = data.filter(act == key)
         _add(tables, table, _dedicated(sub, table))
-        if act == "memory":
+        if key == "memory":
             _add(tables, "sar_swap_space", _dedicated(sub, "sar_swap_space"))
-    m = data["act"].is_in(list(_PSI)).fill_null(False)
-    used = used | m
-    if m.any():
-        _add(tables, "sar_psi", _psi(data.filter(m)))
-    other = data.filter(~used)
-    if other.height:
-        tables["sar_other"] = _other(other)
+    _add(tables, "sar_psi", _psi(data.filter(act.is_in(list(_PSI)))))
+    _add(
+        tables,
+        "sar_other",
+        _other(data.filter(~act.is_in([*st.JSON_ACTIVITIES, *_PSI]).fill_null(False))),
+    )
     cov.parsed += ev.height + data.height
     return tables
 
@@ -163,20 +140,21 @@ def _add(tables: dict[str, pl.DataFrame], table: str, frame: pl.DataFrame) -> No
 
 
 def _dedicated(sub: pl.DataFrame, table: str) -> pl.DataFrame:
-    types = st.TABLES[table].schema
-    aliases = _json_aliases(table)
-    exprs = [pl.col("ts")]
-    for col, keys in aliases.items():
+    """The rows of a dedicated table from its activity's objects, values by JSON key (``x*0.5``:
+    the value × 0.5); only rows that carry one of its values (memory vs swap keys)."""
+    exprs = []
+    for col, (dtype, *_, names) in st.COLUMNS[table].items():
         vals = []
-        for key, scale in keys:
-            raw = _str(key) if col in ("cpu", "iface", "dev") else _value(key, types[col])
-            v = st.cast_value(raw, types[col], col)
-            vals.append(v * scale if scale != 1.0 and types[col] == pl.Float64 else v)
-        expr = pl.coalesce(vals) if len(vals) > 1 else vals[0]
-        exprs.append(expr.alias(col))
-    # keep rows that carry at least one of this table's values (memory vs swap keys)
-    keyless = [c for c in aliases if c not in ("cpu", "iface", "dev")]
-    return sub.select(exprs).filter(pl.any_horizontal([pl.col(c).is_not_null() for c in keyless]))
+        for name in names:
+            key, _, scale = name.partition("*")
+            raw = _str(key) if col == "cpu" or dtype == pl.String else _num(key)
+            value = st.cast_value(raw, dtype, col)
+            vals.append(value * float(scale) if scale else value)
+        exprs.append(pl.coalesce(vals).alias(col))
+    keyless = [
+        pl.col(c).is_not_null() for c in st.COLUMNS[table] if c not in ("cpu", "iface", "dev")
+    ]
+    return sub.select("ts", *exprs).filter(pl.any_horizontal(keyless))
 
 
 def _psi(sub: pl.DataFrame) -> pl.DataFrame:
@@ -211,11 +189,3 @@ def _other(sub: pl.DataFrame) -> pl.DataFrame:
         v.alias("value"),
         pl.when(v.is_null()).then(pl.col("raw")).alias("text"),
     )
-
-
-def _json_aliases(table: str) -> dict[str, list[tuple[str, float]]]:
-    """Column -> [(json key, scale)] in preference order."""
-    return {
-        col: [(n.partition("*")[0], float(n.partition("*")[2] or 1.0)) for n in spec[4]]
-        for col, spec in st.COLUMNS[table].items()
-    }

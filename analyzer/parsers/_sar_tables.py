@@ -2,14 +2,10 @@
 tokens of a section's rows become table rows (`section_rows`, `tables_of`).
 
 Both parsers (`sar.py`, `sadf.py`) declare the same ``TABLES``; the store appends rows of a
-table coming from several files. `_DECLARED` has one line per table (for a dedicated table:
-the header names that identify its section and its ``sadf -j`` activity keys) and one per
-column: dtype, unit, the names it has in sar text / ``sadf -d`` headers (``%user``,
-``rxkB/s``) and in ``sadf -j`` JSON (``user``, ``rxkB``; ``x*0.5``: the value × 0.5, for old
-sector-based disk columns in kB) and its meaning: a new column is one line there. A section
-(one distinct header) goes to the dedicated table whose identifying names it has and all of
-whose names it knows, to ``sar_psi`` for PSI names (``%scpu-10``…), else to ``sar_other``
-(one row per value).
+table coming from several files. A new column is one line in `_DECLARED` (``x*0.5``: the
+value × 0.5, for old sector-based disk columns in kB). A section (one distinct header) goes
+to the dedicated table whose identifying names it has and all of whose names it knows, to
+``sar_psi`` for PSI names (``%scpu-10``…), else to ``sar_other`` (one row per value).
 """
 
 from __future__ import annotations
@@ -199,14 +195,20 @@ _KEYS = (
 KEY_NAMES = frozenset(_KEYS.split())
 #: trailing free-text columns (may hold blanks, or be empty)
 TEXT_NAMES = frozenset({"manufact", "product", "FILESYSTEM", "DEVICE"})
-PSI_PREFIX = {
+_PSI_PREFIX = {
     "%scpu": ("cpu", "some"),
     "%sio": ("io", "some"),
     "%fio": ("io", "full"),
     "%smem": ("memory", "some"),
     "%fmem": ("memory", "full"),
 }
-PSI_SUFFIX = {"-10": "avg10_pct", "-60": "avg60_pct", "-300": "avg300_pct", "": "avg_pct"}
+_PSI_SUFFIX = {"-10": "avg10_pct", "-60": "avg60_pct", "-300": "avg300_pct", "": "avg_pct"}
+#: PSI header name (``%scpu-10``, ``%fmem``) -> (resource, kind, column of sar_psi).
+PSI_NAMES: dict[str, tuple[str, str, str]] = {
+    pre + suf: (res, kind, col)
+    for pre, (res, kind) in _PSI_PREFIX.items()
+    for suf, col in _PSI_SUFFIX.items()
+}
 
 
 # --- sections: header names -> table and columns ------------------------------------------
@@ -230,17 +232,9 @@ class Section:
         return " ".join(self.names)
 
 
-def _psi_split(name: str) -> tuple[str, str, str] | None:
-    for pre, (res, kind) in PSI_PREFIX.items():
-        if name.startswith(pre) and name[len(pre) :] in PSI_SUFFIX:
-            return res, kind, PSI_SUFFIX[name[len(pre) :]]
-    return None
-
-
 def section_table(names: Sequence[str]) -> str:
     """The table of a section with these header names (a dedicated one, 'sar_psi' or 'sar_other')."""
-    psi = any(n.rstrip("0123456789-") in PSI_PREFIX for n in names if n.startswith("%"))
-    if psi and all(_psi_split(n) for n in names):
+    if names and all(n in PSI_NAMES for n in names):
         return "sar_psi"
     for table, sig in SIGNATURES.items():
         # every name must be known, else the section is not what we think
@@ -259,15 +253,6 @@ def make_section(names: Sequence[str]) -> Section:
             col, scale = TEXT_ALIASES[table][n]
             cols.setdefault(col, (i, scale))
     return Section(names=names, table=table, cols=cols)
-
-
-def psi_templates(names: Sequence[str]) -> list[tuple[str, str, dict[str, int]]]:
-    """For a PSI header: [(resource, kind, {column: position})]."""
-    groups: dict[tuple[str, str], dict[str, int]] = {}
-    for i, n in enumerate(names):
-        if sp := _psi_split(n):
-            groups.setdefault((sp[0], sp[1]), {})[sp[2]] = i
-    return [(r, k, idx) for (r, k), idx in groups.items()]
 
 
 # --- typing: tokens -> table rows -------------------------------------------------------
@@ -319,22 +304,20 @@ def section_rows(
     String column ``t0``, ``t1``… per header name (and ``line_no``, kept in the rows of a
     dedicated table); ``plain`` as in `cast_value`."""
     tok = [pl.col(f"t{i}") for i in range(sec.width)]
-    if sec.table == "sar_psi":
-        parts = [
+    if sec.table == "sar_psi":  # one row per resource and kind
+        groups: dict[tuple[str, str], dict[str, pl.Expr]] = {}
+        for i, name in enumerate(sec.names):
+            res, kind, col = PSI_NAMES[name]
+            groups.setdefault((res, kind), {})[col] = _float(tok[i], human, plain)
+        return pl.concat(
             rows.select(
                 "ts",
                 pl.lit(res).alias("resource"),
                 pl.lit(kind).alias("kind"),
-                *(
-                    (
-                        _float(tok[idx[c]], human, plain) if c in idx else pl.lit(None, pl.Float64)
-                    ).alias(c)
-                    for c in ("avg10_pct", "avg60_pct", "avg300_pct", "avg_pct")
-                ),
+                *(vals.get(c, pl.lit(None, pl.Float64)).alias(c) for c in _PSI_SUFFIX.values()),
             )
-            for res, kind, idx in psi_templates(sec.names)
-        ]
-        return pl.concat(parts)
+            for (res, kind), vals in groups.items()
+        )
     if sec.table == "sar_other":
         keys = [i for i, n in enumerate(sec.names) if n in KEY_NAMES]
         idx = [i for i in range(sec.width) if i not in keys]
@@ -391,3 +374,20 @@ def tables_of(
         if frame.height:
             tables[table] = frame
     return tables
+
+
+def event_rows(rows: pl.DataFrame, text: pl.Expr, restart: str) -> pl.DataFrame:
+    """``sar_events`` rows (``ts``, ``event``, ``detail``, ``cpus``; each distinct one once)
+    of restart and comment records: ``text`` is ``<restart> (N CPU)`` or ``COM <comment>``."""
+    is_restart = text.str.starts_with(restart)
+    return rows.select(
+        "ts",
+        pl.when(is_restart).then(pl.lit("restart")).otherwise(pl.lit("comment")).alias("event"),
+        pl.when(is_restart)
+        .then(text.str.strip_prefix(restart).str.strip_chars())
+        .otherwise(text.str.strip_prefix("COM "))
+        .alias("detail"),
+        pl.when(is_restart)
+        .then(text.str.extract(r"\((\d+) CPU\)").cast(pl.Int32, strict=False))
+        .alias("cpus"),
+    ).unique(maintain_order=True)

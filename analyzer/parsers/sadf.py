@@ -96,10 +96,9 @@ def parse(path: Path, ctx: base.ParseContext) -> base.ParseResult:
     return base.ParseResult(tables=out, coverage=cov, meta={"tool": "sadf", **meta})
 
 
-#: zone names that are UTC. Other abbreviations (``CET``, ``EST``) are not mapped to fixed
-#: offsets: they are ambiguous (``CST``, ``IST``) or follow a custom ``TZ`` (the sysstat tests
-#: print ``CET`` for UTC+2); they are read as local time in ``ctx.tz``.
-ZONE_OFFSETS: dict[str, int] = {"UTC": 0, "GMT": 0, "UT": 0, "Z": 0, "UCT": 0}
+#: zone names that are UTC. Other abbreviations (``CET``, ``EST``) are ambiguous (``CST``,
+#: ``IST``) or follow a custom ``TZ`` (the sysstat tests print ``CET`` for UTC+2): local time.
+UTC_NAMES = ["UTC", "GMT", "UT", "Z", "UCT"]
 
 
 def to_utc(
@@ -119,12 +118,9 @@ def to_utc(
     naive = pl.concat_str([date, pl.lit(" "), time]).str.to_datetime(
         "%Y-%m-%d %H:%M:%S", strict=False, time_unit="us"
     )
-    expr: pl.Expr = pl.lit(None, base.TS)
-    for z in zones:
-        if z is not None and z.upper() in ZONE_OFFSETS:
-            val = (naive - pl.duration(seconds=ZONE_OFFSETS[z.upper()])).dt.replace_time_zone("UTC")
-            expr = pl.when(zone == z).then(val).otherwise(expr)
-    local = sorted({z or "" for z in zones if z is None or z.upper() not in ZONE_OFFSETS})
+    is_utc = zone.str.to_uppercase().is_in(UTC_NAMES).fill_null(False)
+    expr = pl.when(is_utc).then(naive.dt.replace_time_zone("UTC"))
+    local = sorted({z or "" for z in zones if z is None or z.upper() not in UTC_NAMES})
     if local:
         local_zone = ss.tz_for(ctx, cov)
         if any(local):
@@ -132,80 +128,73 @@ def to_utc(
                 f"time zone name(s) {', '.join(n for n in local if n)} not mapped to an offset: "
                 "read as local time"
             )
-        unmapped = zone.is_null() | ~zone.str.to_uppercase().is_in(list(ZONE_OFFSETS))
-        expr = pl.when(unmapped).then(ss.local_to_utc(naive, local_zone)).otherwise(expr)
+        expr = expr.otherwise(ss.local_to_utc(naive, local_zone))
     from_epoch = pl.from_epoch(
         epoch.cast(pl.Int64, strict=False), time_unit="s"
     ).dt.replace_time_zone("UTC")
     return pl.when(epoch.is_not_null()).then(from_epoch).otherwise(expr).cast(base.TS)
 
 
-def _fields(lf: pl.LazyFrame, sep: str, ts_idx: int) -> pl.LazyFrame:
-    f = pl.col("line").str.split(sep)
-    ts_raw = f.list.get(ts_idx, null_on_oob=True).str.strip_chars()
-    g = ts_raw.str.extract_groups(_TS_RE)
-    return lf.with_columns(
-        f.alias("f"),
-        g.struct.field("1").alias("d"),
-        g.struct.field("2").alias("t"),
-        g.struct.field("3").alias("z"),
-        ts_raw.str.extract(r"^(\d{6,})$").alias("epoch"),
+_IS_TS = pl.col("d").is_not_null() | pl.col("epoch").is_not_null()
+
+
+def _lines(
+    lf: pl.LazyFrame,
+    sep: str,
+    kind: pl.Expr,
+    what: str,
+    ctx: base.ParseContext,
+    cov: base.Coverage,
+    *extra: pl.Expr,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The data and event rows of a ``-d``/``-p`` file in line order (``f``: the fields split
+    at ``sep``, ``kind``, ``ts`` and the ``extra`` columns) and its ``sar_events`` rows; every
+    line counted in ``cov``. ``kind`` may use ``f``, ``d``/``t``/``z``/``epoch`` (the parts of
+    the timestamp field) and `_IS_TS`."""
+    fields = pl.col("line").str.split(sep)
+    stamp = fields.list.get(2, null_on_oob=True).str.strip_chars()
+    parts = stamp.str.extract_groups(_TS_RE).struct
+    df = (
+        lf.with_columns(
+            fields.alias("f"),
+            parts.field("1").alias("d"),
+            parts.field("2").alias("t"),
+            parts.field("3").alias("z"),
+            stamp.str.extract(r"^(\d{6,})$").alias("epoch"),
+        )
+        .select("line_no", "f", "d", "t", "z", "epoch", kind.alias("kind"), *extra)
+        .collect(engine="streaming")
     )
-
-
-def _ts(df: pl.DataFrame, ctx: base.ParseContext, cov: base.Coverage) -> pl.DataFrame:
+    cov.total = df.height
+    counts = dict(df.group_by("kind").len().iter_rows())
+    cov.add_structure("blank", counts.get("blank", 0))
+    cov.add_structure("header", counts.get("header", 0))
+    cov.add_skipped(f"unrecognized line (not sadf {what} output)", counts.get("garbage", 0))
+    df = df.filter(pl.col("kind").is_in(["data", "event"]))
     zones = df["z"].unique().to_list() if df.height else []
-    return df.with_columns(
-        to_utc(pl.col("d"), pl.col("t"), pl.col("z"), pl.col("epoch"), zones, ctx, cov).alias("ts")
-    )
-
-
-def _events(df: pl.DataFrame, detail: pl.Expr) -> pl.DataFrame:
-    restart = detail.str.starts_with("LINUX-RESTART")
-    return df.select(
-        "ts",
-        pl.when(restart).then(pl.lit("restart")).otherwise(pl.lit("comment")).alias("event"),
-        pl.when(restart)
-        .then(detail.str.strip_prefix("LINUX-RESTART").str.strip_chars())
-        .otherwise(detail.str.strip_prefix("COM "))
-        .alias("detail"),
-        pl.when(restart)
-        .then(detail.str.extract(r"\((\d+) CPU\)").cast(pl.Int32, strict=False))
-        .alias("cpus"),
-    ).unique(maintain_order=True)
+    ts = to_utc(pl.col("d"), pl.col("t"), pl.col("z"), pl.col("epoch"), zones, ctx, cov)
+    df = df.with_columns(ts.alias("ts"))
+    ev = df.filter(pl.col("kind") == "event")
+    cov.parsed += ev.height
+    return df, st.event_rows(ev, pl.col("f").list.slice(3).list.join(sep), "LINUX-RESTART")
 
 
 def _parse_d(lf: pl.LazyFrame, ctx: base.ParseContext, cov: base.Coverage):
     line = pl.col("line")
-    lf = _fields(lf, ";", 2)
-    is_ts = pl.col("d").is_not_null() | pl.col("epoch").is_not_null()
     f3 = pl.col("f").list.slice(3).list.join(";")
     kind = (
         pl.when(line.str.strip_chars() == "")
         .then(pl.lit("blank"))
         .when(line.str.starts_with(_HDR))
         .then(pl.lit("header"))
-        .when(~is_ts | (pl.col("f").list.len() < 4))
+        .when(~_IS_TS | (pl.col("f").list.len() < 4))
         .then(pl.lit("garbage"))
         .when(f3.str.starts_with("LINUX-RESTART") | f3.str.starts_with("COM "))
         .then(pl.lit("event"))
         .otherwise(pl.lit("data"))
     )
     hdr = pl.when(kind == "header").then(line.str.strip_prefix(_HDR).str.strip_prefix(";"))
-    df = lf.select(
-        "line_no", "f", "d", "t", "z", "epoch", kind.alias("kind"), hdr.forward_fill().alias("hdr")
-    ).collect(engine="streaming")
-    cov.total = df.height
-    counts = dict(df.group_by("kind").len().iter_rows())
-    cov.add_structure("blank", counts.get("blank", 0))
-    cov.add_structure("header", counts.get("header", 0))
-    cov.add_skipped("unrecognized line (not sadf -d output)", counts.get("garbage", 0))
-    df = _ts(df.filter(pl.col("kind").is_in(["data", "event"])), ctx, cov)
-    tables: dict[str, pl.DataFrame] = {}
-    ev = df.filter(pl.col("kind") == "event")
-    if ev.height:
-        cov.parsed += ev.height
-        tables["sar_events"] = _events(ev, pl.col("f").list.slice(3).list.join(";"))
+    df, events = _lines(lf, ";", kind, "-d", ctx, cov, hdr.forward_fill().alias("hdr"))
     data = df.filter(pl.col("kind") == "data").with_columns(pl.col("f").list.slice(3).alias("tok"))
     hdrs = [h for h in data["hdr"].unique(maintain_order=True).to_list() if h is not None]
     parts: list[tuple[st.Section, pl.DataFrame]] = []
@@ -229,9 +218,8 @@ def _parse_d(lf: pl.LazyFrame, ctx: base.ParseContext, cov: base.Coverage):
         )
         cov.add_skipped(reason, int((~ok).sum()))
         parts += _groups(rows.filter(ok), names, cov)
-    tables.update(st.tables_of(parts))
     host = data["f"].list.first()[0] if data.height else None
-    return tables, {"host": host}
+    return {"sar_events": events, **st.tables_of(parts)}, {"host": host}
 
 
 def _groups(
@@ -247,13 +235,8 @@ def _groups(
     ]
 
 
-def _alias_sets() -> dict[str, set[str]]:
-    out = {t: set(aliases) for t, aliases in st.TEXT_ALIASES.items()}
-    out["sar_psi"] = {n for p in st.PSI_PREFIX for n in (p + "-10", p + "-60", p + "-300", p)}
-    return out
-
-
-_ALIASES = _alias_sets()
+_ALIASES = {t: set(aliases) for t, aliases in st.TEXT_ALIASES.items()}
+_ALIASES["sar_psi"] = set(st.PSI_NAMES)
 
 
 def split_groups(names: list[str]) -> list[tuple[int, int, st.Section]]:
@@ -273,19 +256,16 @@ def split_groups(names: list[str]) -> list[tuple[int, int, st.Section]]:
             while j < len(names) and names[j] in aliases and names[j] not in seen:
                 seen.add(names[j])
                 j += 1
-            if j - i > best_len or (j - i == best_len and best == "sar_other" and j > i):
+            if j - i > best_len or (j - i == best_len and best == "sar_other"):
                 best, best_len = table, j - i
         if best != "sar_other" and st.section_table(names[i : i + best_len]) != best:
             best = "sar_other"
-        runs.append((i, i + best_len, best))
-        i += best_len
-    merged: list[tuple[int, int, str]] = []
-    for a, b, t in runs:
-        if merged and t == "sar_other" and merged[-1][2] == "sar_other":
-            merged[-1] = (merged[-1][0], b, t)
+        if best == "sar_other" and runs and runs[-1][2] == "sar_other":
+            runs[-1] = (runs[-1][0], i + best_len, best)
         else:
-            merged.append((a, b, t))
-    return [(a, b, st.make_section(names[a:b])) for a, b, _ in merged]
+            runs.append((i, i + best_len, best))
+        i += best_len
+    return [(a, b, st.make_section(names[a:b])) for a, b, _ in runs]
 
 
 def _field_map() -> pl.DataFrame:
@@ -295,9 +275,8 @@ def _field_map() -> pl.DataFrame:
         for name, (col, scale) in aliases.items():
             if name not in ("CPU", "IFACE", "DEV") and scale == 1.0:
                 rows.setdefault(name, (table, col, scale, None, None))
-    for pre, (res, kind) in st.PSI_PREFIX.items():
-        for suf, col in st.PSI_SUFFIX.items():
-            rows[pre + suf] = ("sar_psi", col, 1.0, res, kind)
+    for name, (res, kind, col) in st.PSI_NAMES.items():
+        rows[name] = ("sar_psi", col, 1.0, res, kind)
     names = ("field", "table", "column", "scale", "resource", "kind")
     types = (pl.String, pl.String, pl.String, pl.Float64, pl.String, pl.String)
     return pl.DataFrame(
@@ -311,38 +290,28 @@ _KEY_COL = {"sar_cpu": "cpu", "sar_disk": "dev", "sar_net_dev": "iface", "sar_ne
 
 
 def _parse_p(lf: pl.LazyFrame, ctx: base.ParseContext, cov: base.Coverage):
-    lf = _fields(lf, "\t", 2)
-    is_ts = pl.col("d").is_not_null() | pl.col("epoch").is_not_null()
     f3 = pl.col("f").list.get(3, null_on_oob=True)
     n = pl.col("f").list.len()
     kind = (
         pl.when(pl.col("line").str.strip_chars() == "")
         .then(pl.lit("blank"))
-        .when(is_ts & (n >= 4) & (f3.str.starts_with("LINUX-RESTART") | f3.str.starts_with("COM ")))
+        .when(
+            _IS_TS & (n >= 4) & (f3.str.starts_with("LINUX-RESTART") | f3.str.starts_with("COM "))
+        )
         .then(pl.lit("event"))
-        .when(is_ts & (n == 6))
+        .when(_IS_TS & (n == 6))
         .then(pl.lit("data"))
         .otherwise(pl.lit("garbage"))
     )
-    df = lf.select("line_no", "f", "d", "t", "z", "epoch", kind.alias("kind")).collect(
-        engine="streaming"
-    )
-    cov.total = df.height
-    counts = dict(df.group_by("kind").len().iter_rows())
-    cov.add_structure("blank", counts.get("blank", 0))
-    cov.add_skipped("unrecognized line (not sadf -p output)", counts.get("garbage", 0))
-    df = _ts(df.filter(pl.col("kind").is_in(["data", "event"])), ctx, cov)
-    tables: dict[str, pl.DataFrame] = {}
-    ev = df.filter(pl.col("kind") == "event")
-    if ev.height:
-        tables["sar_events"] = _events(ev, pl.col("f").list.slice(3).list.join("\t"))
+    df, events = _lines(lf, "\t", kind, "-p", ctx, cov)
+    tables = {"sar_events": events}
     data = df.filter(pl.col("kind") == "data").select(
         "ts",
         pl.col("f").list.get(3).alias("device"),
         pl.col("f").list.get(4).alias("field"),
         pl.col("f").list.get(5).alias("value"),
     )
-    cov.parsed += ev.height + data.height
+    cov.parsed += data.height
     data = data.join(_field_map(), on="field", how="left").with_columns(
         pl.when((pl.col("field") == "tps") & (pl.col("device") != "-"))
         .then(pl.lit("sar_disk"))

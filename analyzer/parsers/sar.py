@@ -21,14 +21,9 @@ long form (one row per value). ``LINUX RESTART`` and ``COM`` lines -> ``sar_even
 structure.
 
 Reading: block by block (`_blocks.Blocks`), one path for every file size. Each line gets a
-kind (blank, banner, average, header, data, restart, comment, garbage); a line with a valid
-24-hour ``HH:MM:SS`` and two blanks (what sar prints) is read by position (`_lines`), any
-other goes through the full classification (`_classify_full`). A data row belongs to the
-header line above it (carried across blocks). One regex per header line splits its rows
-into exactly one blank-separated token per header name (`_cut`); any other row is split at
-blanks (`_split`) and skipped when its field count still differs. ``--human`` is decided for
-the whole file, and only asked when a row has a token that the two readings could read
-differently (a letter or ``%`` where a number is read, or a row split at blanks).
+kind (`_Stream._lines`); a data row belongs to the header line above it (carried across
+blocks) and is split into one token per header name. ``--human`` is decided for the whole
+file (`_human`), and only asked when a row could read differently under it.
 
 Times: the banner's date + each row's time of day; a backwards step of the clock inside a
 run of rows is a midnight roll-over (+1 day). The run restarts after every ``Average:`` block
@@ -96,11 +91,7 @@ def sniff(head: str, name: str) -> float:
         re.match(r"^\d{1,2}:\d{2}:\d{2}(\s?[AP]M)?\s", ln) and _SAR_NAMES.search(ln.rstrip())
         for ln in lines
     )
-    if banner and timed_hdr:
-        return 0.95
-    if timed_hdr:
-        return 0.6
-    return 0.0
+    return (0.95 if banner else 0.6) if timed_hdr else 0.0
 
 
 # --- lines -----------------------------------------------------------------------------
@@ -116,21 +107,6 @@ def seconds_of_day(t: pl.Expr) -> pl.Expr:
     h24 = pl.when(pm & (h < 12)).then(h + 12).when(am & (h == 12)).then(0).otherwise(h)
     ok = (h24 < 24) & (m < 60) & (sec < 61) & ~((pm | am) & (h > 12))
     return pl.when(ok).then(h24 * 3600 + m * 60 + sec).cast(pl.Int32)
-
-
-def _timed_kind(rest: pl.Expr, sec: pl.Expr, num: pl.Expr) -> pl.Expr:
-    """Kind of a line that is not blank, banner or average."""
-    return (
-        pl.when(rest.is_null() | sec.is_null())
-        .then(pl.lit("garbage"))
-        .when(rest.str.starts_with("LINUX RESTART"))
-        .then(pl.lit("restart"))
-        .when(rest.str.starts_with("COM "))
-        .then(pl.lit("comment"))
-        .when(~num)
-        .then(pl.lit("header"))
-        .otherwise(pl.lit("data"))
-    )
 
 
 def _rest(line: pl.Expr, tlen: pl.Expr | int) -> pl.Expr:
@@ -165,7 +141,15 @@ def _classify_full(lines: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("banner"))
         .when(pl.col("_avg"))
         .then(pl.lit("average"))
-        .otherwise(_timed_kind(rest, pl.col("sec"), pl.col("_num")))
+        .when(rest.is_null() | pl.col("sec").is_null())
+        .then(pl.lit("garbage"))
+        .when(rest.str.starts_with("LINUX RESTART"))
+        .then(pl.lit("restart"))
+        .when(rest.str.starts_with("COM "))
+        .then(pl.lit("comment"))
+        .when(~pl.col("_num"))
+        .then(pl.lit("header"))
+        .otherwise(pl.lit("data"))
     )
     return lf.select("line_no", kind.alias("kind"), "sec", "tlen", "line").collect()
 
@@ -173,8 +157,7 @@ def _classify_full(lines: pl.DataFrame) -> pl.DataFrame:
 def _clock_times(rows: pl.DataFrame) -> pl.DataFrame:
     """``rows`` of lines that start with a valid ``HH:MM:SS`` (`_CLOCK`), with ``sec`` (their
     seconds of day) and ``tlen`` (8)."""
-    time = pl.col("line").str.slice(0, 8).str.to_time("%H:%M:%S", strict=False)
-    sec = (time.cast(pl.Int64) // 1_000_000_000).fill_null(86400)  # the one left: 23:59:60
+    sec = ss.clock_seconds(pl.col("line")).fill_null(86400)  # the one left: 23:59:60
     return rows.with_columns(sec.cast(pl.Int32).alias("sec"), pl.lit(8, pl.Int32).alias("tlen"))
 
 
@@ -271,12 +254,9 @@ class _Stream:
                 loose = True
         parts = []
         for sid in sorted(by_sid):
-            frames = [f for f in by_sid[sid] if f.height]
-            if frames:
+            if frames := [f for f in by_sid[sid] if f.height]:
                 rows = pl.concat(frames, how="vertical")
-                parts.append(
-                    (self.sections[sid], rows.sort("line_no") if len(frames) > 1 else rows)
-                )
+                parts.append((self.sections[sid], rows.sort("line_no") if frames[1:] else rows))
                 cov.parsed += rows.height
         return new, parts, loose
 
@@ -287,12 +267,11 @@ class _Stream:
         ``line``) and the marks (``line_no``; ``hid``: a header line's layout, -1 for an
         Average line) of a block, each in line order; every line's kind counted in ``counts``.
 
-        A line that starts with a valid ``HH:MM:SS`` and two blanks is read by position: its
-        time is its first 8 characters; it is a header seen before when its text after the
-        time is one; else with a number token (one after the time: banners and ``Average:``
-        lines start with a letter) it is a data row unless its text starts like an event; the
-        others take the kind `_classify_full` gives the first line with their text. Every
-        other line goes through the full classification."""
+        A line that starts with a valid ``HH:MM:SS`` and two blanks (`_CLOCK`) is a known
+        header by its text after the time, else with a number token (banners and ``Average:``
+        lines start with a letter) a data row unless it starts like an event, else it takes
+        the kind `_classify_full` gives the first line with its text. Every other line goes
+        through `_classify_full`."""
         line, kind = pl.col("line"), pl.col("kind")
         known = {tail: hid for (tlen, tail), hid in self.lids.items() if tlen == 8}
         hid = line.str.slice(8).replace_strict(
@@ -407,24 +386,10 @@ class _Stream:
         if ev.height == 0:
             return None
         cov.parsed += ev.height
-        restart = pl.col("kind") == "restart"
-        rest = _rest(pl.col("line"), pl.col("tlen"))
-        rows = ev.select(
-            "ts",
-            pl.when(restart).then(pl.lit("restart")).otherwise(pl.lit("comment")).alias("event"),
-            pl.when(restart)
-            .then(rest.str.strip_prefix("LINUX RESTART").str.strip_chars())
-            .otherwise(rest.str.strip_prefix("COM "))
-            .alias("detail"),
-            pl.when(restart)
-            .then(rest.str.extract(r"\((\d+) CPU\)").cast(pl.Int32, strict=False))
-            .alias("cpus"),
-        ).unique(maintain_order=True)
+        rows = st.event_rows(ev, _rest(pl.col("line"), pl.col("tlen")), "LINUX RESTART")
         if self.events is not None:
             rows = rows.join(self.events, on=rows.columns, how="anti", nulls_equal=True)
-            self.events = pl.concat([self.events, rows])
-        else:
-            self.events = rows
+        self.events = rows if self.events is None else pl.concat([self.events, rows])
         return rows if rows.height else None
 
 

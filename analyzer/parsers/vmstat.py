@@ -49,44 +49,16 @@ from analyzer.parsers import _blocks, base
 from analyzer.parsers._sysstat import local_to_utc
 
 _I, _F, _S, _B = pl.Int64, pl.Float64, pl.String, pl.Boolean
+_SINCE_BOOT = "true for the first row (averages since boot) unless the command had -y"
 _TS_COLS: tuple[tuple[str, pl.DataType, str, str], ...] = (
     ("ts", base.TS, "", "sample time (UTC): printed by -t, or derived, or NULL"),
     ("ts_source", _S, "", "'printed' (-t), 'derived' (capture start + i × interval) or NULL"),
 )
-# header name -> (column, kind): kind 'mem' (scaled to kB), 'swap' (kB/s, scaled), 'f' float, 'i' int
-_VM: dict[str, tuple[str, str]] = {
-    "r": ("r", "i"),
-    "b": ("b", "i"),
-    "swpd": ("swpd_kb", "mem"),
-    "free": ("free_kb", "mem"),
-    "buff": ("buff_kb", "mem"),
-    "cache": ("cache_kb", "mem"),
-    "inact": ("inact_kb", "mem"),
-    "active": ("active_kb", "mem"),
-    "si": ("si_kb_s", "swap"),
-    "so": ("so_kb_s", "swap"),
-    "bi": ("bi_blocks_s", "f"),
-    "bo": ("bo_blocks_s", "f"),
-    "in": ("in_per_s", "f"),
-    "cs": ("cs_per_s", "f"),
-    "us": ("us_pct", "f"),
-    "sy": ("sy_pct", "f"),
-    "id": ("id_pct", "f"),
-    "wa": ("wa_pct", "f"),
-    "st": ("st_pct", "f"),
-    "gu": ("gu_pct", "f"),
-}
-
 TABLES: dict[str, base.Table] = {
     "vmstat": base.table(
         "one row per vmstat sample (the first row of a run is the average since boot)",
         *_TS_COLS,
-        (
-            "since_boot",
-            _B,
-            "",
-            "true for the first row (averages since boot) unless the command had -y",
-        ),
+        ("since_boot", _B, "", _SINCE_BOOT),
         ("r", _I, "processes", "runnable processes (running or waiting for a CPU)"),
         ("b", _I, "processes", "processes in uninterruptible sleep"),
         ("swpd_kb", _I, "kB", "swap in use (kB = 1024 bytes, from any -S unit)"),
@@ -131,6 +103,10 @@ TABLES: dict[str, base.Table] = {
     ),
 }
 
+#: header name -> column of the vmstat table (those after ts, ts_source, since_boot)
+_HEADER = "r b swpd free buff cache inact active si so bi bo in cs us sy id wa st gu"
+_VM = dict(zip(_HEADER.split(), [c.name for c in TABLES["vmstat"].columns[3:]], strict=True))
+_DISK_COLS = [c.name for c in TABLES["vmstat_disk"].columns[3:]]
 _MISFIT = "row does not fit its header (field count or header layout)"
 _MAX_LAYOUTS = 64  # distinct header lines handled; more is hostile input
 # Bytes per unit letter of `vmstat -S` (procps: k=1000, K=1024, m=1000000, M=1048576).
@@ -139,8 +115,6 @@ _UTC = {"UTC", "GMT", "UCT", "Z", "ZULU", "UNIVERSAL", "UTC0", "GMT0", "ETC/UTC"
 _STAMP = r"[ \t]+[0-9]{4}-[0-9]{2}-[0-9]{2}[ \t]+[0-9]{2}:[0-9]{2}:[0-9]{2}"
 # `vmstat -d`: reads (4), writes (4), IO (2) under these header words; -t adds a zone name
 _DISK_HEADER = ("total", "merged", "sectors", "ms") * 2 + ("cur", "sec")
-_DISK_COLS = ("reads_total", "reads_merged", "read_sectors", "read_ms", "writes_total")
-_DISK_COLS += ("writes_merged", "write_sectors", "write_ms", "io_cur", "io_s")
 _VMHDR = r"^[ \t]*r[ \t]+b[ \t]+swpd[ \t]"
 _SUMMARY = r"^[ \t]*([0-9]+)[ \t]+(?:([KkMm])[ \t]+)?([A-Za-z][A-Za-z0-9/()_ -]*?)[ \t]*$"
 _KINDS = (  # line kind -> pattern; the first that matches wins, else 'other'
@@ -201,33 +175,26 @@ def parse_command(command: str | None) -> Command:
     if idx is None:
         return Command()
     cmd = Command(known=True, unit="K")
-    for w in words[:idx]:
-        if w.startswith("TZ="):
-            cmd.tz_env = w[3:] or None
-    args, positional, i = words[idx + 1 :], [], 0
-    while i < len(args):
-        w, val = args[i], None
+    cmd.tz_env = next((w[3:] or None for w in reversed(words[:idx]) if w.startswith("TZ=")), None)
+    args, positional = iter(words[idx + 1 :]), []
+    for w in args:
         if w.startswith("--"):
             name, _, val = w[2:].partition("=")
-            cmd.no_first = cmd.no_first or name == "no-first"
-            if name in ("unit", "partition") and not val and i + 1 < len(args):
-                i += 1  # the option's value is the next word
-                val = args[i]
+            if name in ("unit", "partition") and not val:
+                val = next(args, "")  # the option's value is the next word
+            cmd.no_first |= name == "no-first"
             if name == "unit":
                 cmd.unit = val or cmd.unit
         elif w.startswith("-") and len(w) > 1:
             for j, ch in enumerate(w[1:], start=1):
                 if ch in "Sp":  # an option with a value: the rest of the word, or the next word
-                    val = w[j + 1 :]
-                    if not val and i + 1 < len(args):
-                        i += 1
-                        val = args[i]
-                    cmd.unit = (val or cmd.unit) if ch == "S" else cmd.unit
+                    val = w[j + 1 :] or next(args, "")
+                    if ch == "S":
+                        cmd.unit = val or cmd.unit
                     break
-                cmd.no_first = cmd.no_first or ch == "y"
+                cmd.no_first |= ch == "y"
         else:
             positional.append(w)
-        i += 1
     try:
         delay = float(positional[0]) if positional else 0.0
     except ValueError:
@@ -331,13 +298,13 @@ def _typed(
         n, sel = len(cols), [pl.col("since_boot")]
         for i, c in enumerate(cols):
             if c in _VM:
-                out, kind = _VM[c]
+                out = _VM[c]
                 num = tok.list.get(i).cast(pl.Int64, strict=False)
-                if kind == "mem" and st.scale != 1.0:
-                    num = (num * st.scale).round(0).cast(pl.Int64, strict=False)
-                elif kind == "swap":
+                if out.endswith("_kb_s"):  # swapping, in kB/s from any -S unit
                     num = num.cast(pl.Float64) * st.scale
-                elif kind == "f":
+                elif out.endswith("_kb") and st.scale != 1.0:  # memory, in kB
+                    num = (num * st.scale).round(0).cast(pl.Int64, strict=False)
+                elif TABLES["vmstat"].schema[out] == pl.Float64:
                     num = num.cast(pl.Float64)
                 sel.append(num.alias(out))
     ok = tok.list.len() == n + (2 if abbrev else 0)
@@ -421,12 +388,7 @@ def _block(block: _blocks.Block, st: _State, cov: base.Coverage) -> dict[str, pl
         ("vmstat_disk", "disk", "disk row without a vmstat -d header above it"),
     ):
         rows, layouts, frames = df.filter(k == row_kind), st.layouts[row_kind], []
-        for h in rows.get_column("hdr").unique(maintain_order=True).to_list():
-            part = (
-                rows.filter(pl.col("hdr") == h)
-                if h is not None
-                else rows.filter(pl.col("hdr").is_null())
-            )
+        for (h,), part in rows.partition_by("hdr", as_dict=True, maintain_order=True).items():
             n = layouts.setdefault(h, len(layouts))
             if h is None or (re.match(_VMHDR, h) is None) == (table == "vmstat"):
                 cov.add_skipped(what, part.height)
