@@ -29,8 +29,10 @@ right-aligns each value under its name and a value too wide for its column moves
 of the row right, so where the time and each value end (a *pattern*) is learned from rows
 that fit no known pattern; a row is cut by a pattern only where the cut cannot differ from
 the split (every slot starts with a blank and holds one number, a blank before the
-command), else it takes the split. ``--human`` output (a ``4.2G`` anywhere in a row) is
-read again with every row split.
+command), else it takes the split. In a plain block the values of a cut are typed from
+the bytes by the engine's `_sysstat.right_aligned` (the same values as the casts, which
+take the rows it refuses). ``--human`` output (a ``4.2G`` anywhere in a row) is read
+again with every row split.
 
 Sample input (``LC_ALL=C pidstat -u -d 1``)::
 
