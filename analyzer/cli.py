@@ -22,6 +22,7 @@ import typer
 from analyzer import __version__
 from analyzer.bundle import Limits
 from analyzer.errors import HindsightError
+from analyzer.outputs import print_to
 
 EXIT_INTERNAL = 1
 EXIT_INPUT = 2
@@ -61,8 +62,14 @@ Example:
 """
 
 
+def _say(text: str, err: bool = False) -> None:
+    """Every line for the terminal (stdout, or stderr with ``err``); a reader that closed
+    the pipe early (``| head``) silences the rest, it does not change the exit code."""
+    print_to(sys.stderr if err else sys.stdout, text + "\n")
+
+
 def _fail(message: str, code: int) -> None:
-    typer.echo(f"hindsight: error: {one_line(message)}", err=True)
+    _say(f"hindsight: error: {one_line(message)}", err=True)
     raise typer.Exit(code)
 
 
@@ -274,17 +281,17 @@ def analyze(
             EXIT_INTERNAL,
         )
     for name, reason in result_refusals(result):
-        typer.echo(f"hindsight: refused {one_line(name, 300)}: {one_line(reason)}", err=True)
+        _say(f"hindsight: refused {one_line(name, 300)}: {one_line(reason)}", err=True)
     if redaction is not None:
         try:
             redaction.write_mapping(report.with_name(report.name + MAP_SUFFIX))
         except HindsightError as e:
             _fail(str(e), EXIT_INPUT)
         if not quiet:
-            typer.echo(f"hindsight: redaction mapping (private): {redaction.mapping}", err=True)
+            _say(f"hindsight: redaction mapping (private): {redaction.mapping}", err=True)
     if not quiet:  # stdout carries only the document when --json/--md write there
         summary = "\n".join(map(one_line, format_summary(result, verbose).splitlines()))
-        typer.echo(summary, err=bool(to_stdout))
+        _say(summary, err=bool(to_stdout))
     if fail_on is not None and any(
         SEVERITY_RANK.get(str(f.get("severity")), -1) >= SEVERITY_RANK[fail_on.value]
         for f in result.findings
@@ -335,7 +342,7 @@ def redact_command(
         False,
     )
     if not quiet:
-        typer.echo("\n".join(map(one_line, result.summary().splitlines())), err=True)
+        _say("\n".join(map(one_line, result.summary().splitlines())), err=True)
 
 
 def _capture_script() -> Path:
@@ -357,7 +364,7 @@ def capture_script() -> None:
     Example: hindsight capture-script | ssh gpu01 'cat > /tmp/hc.sh && sh /tmp/hc.sh -d 120'
     """
     try:
-        sys.stdout.write(_capture_script().read_text(encoding="utf-8"))
+        print_to(sys.stdout, _capture_script().read_text(encoding="utf-8"))
     except HindsightError as e:
         _fail(str(e), EXIT_INPUT)
 
@@ -422,7 +429,7 @@ AllowFiles = Annotated[
 def _progress(quiet: bool):
     if quiet or not sys.stderr.isatty():
         return None
-    return lambda msg: typer.echo(f"  … {one_line(msg)}", err=True)
+    return lambda msg: _say(f"  … {one_line(msg)}", err=True)
 
 
 @app.command("query")
@@ -500,9 +507,7 @@ def export_command(
         debug,
     )
     if not quiet:
-        typer.echo(
-            f"{len(counts)} tables, {sum(max(n, 0) for n in counts.values())} rows -> {out_dir}"
-        )
+        _say(f"{len(counts)} tables, {sum(max(n, 0) for n in counts.values())} rows -> {out_dir}")
 
 
 @app.command("diff")
@@ -556,8 +561,8 @@ def diff_command(
     )
     if not quiet:  # stdout carries only the document when --md/--json write there
         err = "-" in (str(md), str(json_out))
-        typer.echo("\n".join(map(one_line, summary(result).splitlines())), err=err)
-        typer.echo(f"report: {html}", err=err)
+        _say("\n".join(map(one_line, summary(result).splitlines())), err=err)
+        _say(f"report: {html}", err=err)
 
 
 @app.command("fleet")
@@ -621,13 +626,13 @@ def fleet_command(
     result = _guarded(lambda: run_fleet(list(bundles), opts, FLEET), debug)
     if not quiet:
         err = str(json_out) == "-"  # stdout carries only the JSON then
-        typer.echo(one_line(headline(result)), err=err)
+        _say(one_line(headline(result)), err=err)
         for f in result.failed:
-            typer.echo(
+            _say(
                 f"hindsight: not analysed: {one_line(f['source'], 300)}: {one_line(f['error'] or '')}",
                 err=True,
             )
-        typer.echo(f"report: {output}  dataset: {result.dataset}", err=err)
+        _say(f"report: {output}  dataset: {result.dataset}", err=err)
 
 
 @app.command("synth")
@@ -683,7 +688,7 @@ def synth_command(
         return generate(spec, out, keep_dir=keep_dir)
 
     path = _guarded(run, debug)
-    typer.echo(f"{path}\n{truth_path(path)}")
+    _say(f"{path}\n{truth_path(path)}")
 
 
 @app.command("version")
@@ -692,7 +697,7 @@ def version() -> None:
 
     Example: hindsight version
     """
-    typer.echo(__version__)
+    _say(__version__)
 
 
 #: Commands that write files or scratch space: interrupted, they clean up first.
@@ -710,7 +715,7 @@ def _protect() -> None:
 def _version_asked() -> None:
     """``--version`` / ``-V`` alone: print the version and exit 0."""
     if sys.argv[1:] in (["--version"], ["-V"]):
-        typer.echo(f"hindsight {__version__}")
+        _say(f"hindsight {__version__}")
         raise SystemExit(0)
 
 

@@ -30,6 +30,7 @@ import os
 import secrets
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import IO
 
 from analyzer.cleanup import register_cleanup as register_cleanup
 from analyzer.cleanup import remove, unregister_cleanup
@@ -283,6 +284,21 @@ def _exchange(a: Path, b: Path) -> None:
         os.rename(old, b)
         raise
     os.rename(old, a)
+
+
+def print_to(stream: IO[str], text: str) -> bool:
+    """Write ``text`` to ``stream`` (stdout or stderr) and flush. A reader that stopped
+    early (``| head``) is its choice, not an error: the stream is then pointed at
+    /dev/null (nothing more is written to it, not even at exit) and False is returned."""
+    try:
+        stream.write(text)
+        stream.flush()
+        return True
+    except BrokenPipeError:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+        return False
 
 
 def emit(temp: Path | None, text: str, stdout: list[str]) -> None:

@@ -27,7 +27,7 @@ from analyzer.errors import BundleError
 from analyzer.malloc_tune import keep_big_blocks
 from analyzer.manifest import Manifest, bundle_path
 from analyzer.names import display_name, fs_text
-from analyzer.outputs import Outputs, emit, write_text
+from analyzer.outputs import Outputs, emit, print_to, write_text
 from analyzer.parse_stage import ParseStage, is_history
 from analyzer.parsers._read import remove_scratch
 from analyzer.sniff import identify_all
@@ -105,7 +105,8 @@ def run(source: Path, options: Options, renderers: Renderers | None = None) -> R
         result, texts = _analyse(source, options, renderers, temp, out.own_files())
         out.commit()
     for text in texts:  # '-': stdout gets only the document, once everything is in place
-        sys.stdout.write(text)
+        if not print_to(sys.stdout, text):
+            break
     return result
 
 
@@ -331,7 +332,7 @@ def _frame(rows: list[dict[str, Any]]):
 def write_json(result: Result, path: Path) -> None:
     """Write `json_text` to ``path`` atomically (``-``: stdout)."""
     if str(path) == "-":
-        sys.stdout.write(json_text(result))
+        print_to(sys.stdout, json_text(result))
     else:
         write_text(path, json_text(result), "JSON")
 

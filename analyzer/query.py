@@ -42,7 +42,7 @@ import polars as pl
 from analyzer import __version__
 from analyzer.errors import HindsightError
 from analyzer.names import fs_text
-from analyzer.outputs import Outputs, replacing, write_text
+from analyzer.outputs import Outputs, print_to, replacing, write_text
 from analyzer.sql import connect_sealed, ident
 
 FORMATS = ("table", "csv", "json", "parquet")
@@ -260,7 +260,7 @@ def write_result(frame: pl.DataFrame, fmt: str, out: IO[str] | Path | None) -> N
     if isinstance(out, Path):
         write_text(out, text, "query result")
     else:
-        (out or sys.stdout).write(text)
+        print_to(out or sys.stdout, text)
 
 
 def _flat(frame: pl.DataFrame) -> pl.DataFrame:

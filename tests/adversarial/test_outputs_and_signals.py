@@ -434,6 +434,30 @@ def test_markdown_to_stdout_is_only_markdown(jail: Jail) -> None:
     assert summary[0] not in r.stdout and "  coverage  " not in r.stdout
 
 
+@pytest.mark.parametrize("when", ["before any output", "after one line, 2>&1"])
+def test_a_reader_that_stops_early_is_not_an_error(jail: Jail, when: str) -> None:
+    """``analyze ... --md - | head``: the reader closes the pipe (at once, or after the
+    first line with stderr merged into it); the report is still written, the exit code is
+    the analysis's (0) and no error is printed."""
+    report = jail.root / "r.html"
+    args = [str(BIN / "analyze"), str(bundle_dir(jail)), "-o", str(report), "--md", "-"]
+    merged = when.endswith("2>&1")
+    stderr = subprocess.STDOUT if merged else subprocess.PIPE
+    child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=jail.cwd)
+    assert child.stdout is not None
+    if merged:
+        assert child.stdout.readline().startswith("## Hindsight: ")
+    child.stdout.close()
+    errors = ""
+    if child.stderr is not None:
+        with child.stderr:
+            errors = child.stderr.read()
+    assert child.wait(timeout=120) == 0, errors
+    assert report.is_file() and "error" not in errors
+    if not merged:
+        assert errors.startswith("Hindsight ")  # the summary, on its own pipe
+
+
 def test_two_outputs_on_stdout_are_refused(jail: Jail) -> None:
     code, stdout, stderr = cli("analyze", bundle_dir(jail), "--json", "-", "--md", "-")
     assert_one_error(code, stderr, "only one output can go to stdout ('-'), not --json and --md")
