@@ -105,8 +105,7 @@ def run(source: Path, options: Options, renderers: Renderers | None = None) -> R
         result, texts = _analyse(source, options, renderers, temp, out.own_files())
         out.commit()
     for text in texts:  # '-': stdout gets only the document, once everything is in place
-        if not print_to(sys.stdout, text):
-            break
+        print_to(sys.stdout, text)
     return result
 
 

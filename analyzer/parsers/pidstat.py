@@ -523,37 +523,32 @@ def _from_bytes(
     a blank where each slot starts and before the command; the rows without."""
     width = ends[-1]
     lay = ss.Layout(tuple(["time", *h.cols]), (0, *ends[:-1]), ends, width)
-    long = rows.get_column("_len").to_numpy() > width  # room for a blank and a command
-    at = rows.get_column("_at").to_numpy()[long]
+    at = rows.get_column("_at").to_numpy()
+    fits = rows.get_column("_len").to_numpy() > width  # room for a blank and a command
     byte = np.frombuffer(data, np.uint8)
-    shaped = np.logical_and.reduce([byte[at + a] == 32 for a in ends])
-    idx = np.flatnonzero(long)[shaped]
-    if idx.size < rows.height:  # rows of another shape: no cut by this pattern
-        other = np.ones(rows.height, dtype=bool)
-        other[idx] = False
-        rows, other_rows = rows[idx], rows.filter(pl.Series(other))
-        idx, at = np.arange(rows.height), at[shaped]
-    else:
-        other_rows = rows.clear()
+    long = at[fits]
+    fits[fits] = np.logical_and.reduce([byte[long + a] == 32 for a in ends])
+    other = rows.clear()
+    if not fits.all():  # rows of another shape: no cut by this pattern
+        other = rows.filter(pl.Series(~fits))
+        rows, at = rows.filter(pl.Series(fits)), at[fits]
     ok, vals = ss.right_aligned(data, at, lay, range(1, len(ends)), comma)
     for k, c in enumerate(h.cols):  # an integer column takes integers only
         if _SCHEMA[c] != F64:
             ok &= vals[k] == np.round(vals[k])
-    every = idx.size == rows.height and ok.all()
-    vals = vals if every else vals[:, ok]
+    every = bool(ok.all())
     line = pl.col("line")
-    read = (rows if every else rows[idx[ok]]).select(
+    read = (rows if every else rows.filter(pl.Series(ok))).select(
         *_KEEP,
         time_tok=line.str.slice(0, ends[0]),
         command=line.str.slice(width).str.strip_chars(),
-        **{c: pl.Series(vals[k]).cast(_SCHEMA[c], strict=False) for k, c in enumerate(h.cols)},
+        **{
+            c: pl.Series(vals[k] if every else vals[k][ok]).cast(_SCHEMA[c], strict=False)
+            for k, c in enumerate(h.cols)
+        },
     )
     read, good = _clocked(read, pl.Series(ok))
-    if every and read.height == rows.height:
-        return read, rows.clear(), other_rows
-    left = np.ones(rows.height, dtype=bool)
-    left[idx[good.to_numpy()]] = False
-    return read, rows.filter(pl.Series(left)), other_rows
+    return read, rows.clear() if good.all() else rows.filter(~good), other
 
 
 def _clocked(read: pl.DataFrame, ok: pl.Series) -> tuple[pl.DataFrame, pl.Series]:
